@@ -1,0 +1,30 @@
+# Every target installs what it needs into a local virtual environment (.venv) from the
+# pinned lock file, so `make run` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-fast bench lock clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip==25.2"
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/dcsim run scenarios/default.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

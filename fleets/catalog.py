@@ -1,0 +1,266 @@
+"""Accelerator and model catalogs: frozen records in SI units, loaded from ``fleets/data``.
+
+The CSV files keep human units (TFLOP/s, GB, TB/s, GB/s, us, kW) so that each row can be
+checked against its source by eye; :mod:`fleets.catalog_io` converts them to SI (FLOP/s,
+bytes, bytes/s, s, W) in one place.  Every row carries its sources and a status (one of
+:data:`STATUS_WORDS`); see the ``*_source`` columns for the origin of each number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sim.errors import UserError
+
+PRECISIONS = ("bf16", "fp8", "fp4")
+BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+MODEL_KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffusion", "verifier")
+MEMORY_KINDS = ("hbm", "sram")
+STATUS_WORDS = ("verified", "secondary", "unverified", "derived", "assumed")
+# Live bf16 activation values per (token x hidden channel) at the peak of one denoiser
+# forward; calibrated on the HunyuanVideo README's 60 GB peak (derivation in models.csv).
+ACTIVATION_VALUES_PER_TOKEN_CHANNEL = 24.0
+ACTIVATION_BYTES_PER_VALUE = 2.0
+
+
+def check_precision(precision: str, where: str = "") -> str:
+    """Return ``precision`` if it is one of :data:`PRECISIONS`, else raise UserError."""
+    if precision not in PRECISIONS:
+        raise UserError(f"{_prefix(where)}unknown precision {precision!r}; "
+                        f"allowed: {', '.join(PRECISIONS)}")
+    return precision
+
+
+def activation_bytes_estimate(latent_tokens: float, hidden: float) -> float:
+    """Peak activation bytes of one denoiser forward for one sample (no CFG).
+
+    ``c x latent_tokens x hidden x 2 B`` with c = :data:`ACTIVATION_VALUES_PER_TOKEN_CHANNEL`
+    (assumed; see the ``assumptions`` column of ``fleets/data/models.csv``).
+    """
+    return (ACTIVATION_VALUES_PER_TOKEN_CHANNEL * latent_tokens * hidden
+            * ACTIVATION_BYTES_PER_VALUE)
+
+
+def _prefix(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    """One accelerator type, in SI units (FLOP/s, bytes, bytes/s, s, W, USD).
+
+    Bandwidths are per accelerator per direction.  ``node_overhead_w`` is the non-accelerator
+    power of one node at full load; ``server_cost_usd_per_node`` is the non-accelerator
+    server cost, to be added only when ``price_includes_server`` is false (see
+    :meth:`node_capex_usd`).  ``compute_efficiency`` / ``bandwidth_efficiency`` are the
+    achievable fractions of peak (eta_c, eta_m).  Sources: the ``*_source`` fields.
+    """
+
+    key: str
+    name: str
+    vendor: str
+    peak_bf16_flops: float
+    peak_fp8_flops: float | None
+    peak_fp4_flops: float | None
+    memory_kind: str
+    memory_bytes: float
+    memory_bw_bytes_per_s: float
+    scaleup_bw_bytes_per_s: float
+    scaleup_domain_size: int
+    scaleup_latency_s: float
+    scaleout_bw_bytes_per_s: float
+    scaleout_latency_s: float
+    accelerators_per_node: int
+    tdp_w: float
+    node_overhead_w: float
+    price_usd: float
+    price_includes_server: bool
+    server_cost_usd_per_node: float
+    compute_efficiency: float
+    bandwidth_efficiency: float
+    rack_power_budget_w: float
+    status: str
+    spec_source: str
+    price_status: str
+    price_source: str
+    power_status: str
+    power_source: str
+    network_status: str
+    network_source: str
+    efficiency_status: str
+    efficiency_source: str
+    assumptions: str
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak FLOP/s at ``precision``.
+
+        A part without a native rate for fp8 (fp4) runs it at the next wider precision's
+        rate: fp4 -> fp8 -> bf16 (weights are stored narrow, math is done wide).
+        Raises UserError for a precision outside :data:`PRECISIONS`.
+        """
+        check_precision(precision, f"accelerator '{self.key}'")
+        rates = {"bf16": self.peak_bf16_flops, "fp8": self.peak_fp8_flops,
+                 "fp4": self.peak_fp4_flops}
+        for name in PRECISIONS[PRECISIONS.index(precision)::-1]:
+            if rates[name] is not None:
+                return rates[name]
+        raise AssertionError("bf16 rate is always set")
+
+    @property
+    def node_power_w(self) -> float:
+        """Power of one full node at full load: accelerators x TDP + node overhead (W)."""
+        return self.accelerators_per_node * self.tdp_w + self.node_overhead_w
+
+    def node_capex_usd(self) -> float:
+        """Purchase cost of one node: accelerators plus server when not in the price (USD)."""
+        server_usd = 0.0 if self.price_includes_server else self.server_cost_usd_per_node
+        return self.accelerators_per_node * self.price_usd + server_usd
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """One model, in SI units (parameter counts, FLOP, bytes, tokens).
+
+    ``flops_per_step`` is FLOP per sample per denoiser forward at the reference shape,
+    without CFG (None for autoregressive models: use 2 x active params per token).
+    ``expert_params`` is one expert across all layers (MoE only).  Geometry fields that do
+    not apply to a model (e.g. KV heads of an image UNet) are None.  Sources: ``source``.
+    """
+
+    key: str
+    name: str
+    kind: str
+    params: float
+    active_params: float
+    layers: int | None
+    hidden: int | None
+    heads: int | None
+    kv_heads: int | None
+    head_dim: int | None
+    n_experts: int | None
+    experts_per_token: int | None
+    expert_params: float | None
+    max_context_tokens: int | None
+    flops_per_step: float | None
+    latent_tokens: int | None
+    activation_bytes_per_sample: float | None
+    default_steps: int | None
+    default_cfg: bool
+    block_tokens: int | None
+    source: str
+    status: str
+    assumptions: str
+
+    def weight_bytes(self, precision: str) -> float:
+        """Bytes of all weights (every expert for MoE) at ``precision``.
+
+        Raises UserError for a precision outside :data:`PRECISIONS`.
+        """
+        check_precision(precision, f"model '{self.key}'")
+        return self.params * BYTES_PER_PARAM[precision]
+
+    def kv_bytes_per_token(self, precision: str) -> float:
+        """KV-cache bytes per token: 2 (K and V) x layers x kv_heads x head_dim x bytes.
+
+        The KV cache is stored at ``precision``.  0 for models without a KV cache (image
+        and video diffusion, verifiers: no ``kv_heads``).  For a diffusion LM it is the
+        cost of a cached prompt prefix (Fast-dLLM style).  Raises UserError for an unknown
+        precision.
+        """
+        check_precision(precision, f"model '{self.key}'")
+        if self.kind not in ("autoregressive", "diffusion_lm") or not self.kv_heads:
+            return 0.0
+        return 2.0 * self.layers * self.kv_heads * self.head_dim * BYTES_PER_PARAM[precision]
+
+    @property
+    def is_moe(self) -> bool:
+        """True for a mixture-of-experts model (more than one expert)."""
+        return (self.n_experts or 0) > 1
+
+    @property
+    def shared_params(self) -> float:
+        """Parameters outside the experts (all of them for a dense model)."""
+        if not self.is_moe:
+            return self.params
+        return self.params - self.n_experts * self.expert_params
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Accelerators and models by key.  Lookups are exact-key and strict."""
+
+    accelerators: dict[str, Accelerator]
+    models: dict[str, Model]
+
+    def accelerator(self, key: str, where: str = "") -> Accelerator:
+        """The accelerator ``key``; UserError naming ``where`` and the allowed keys."""
+        return _lookup(self.accelerators, key, "accelerator", where)
+
+    def model(self, key: str, where: str = "") -> Model:
+        """The model ``key``; UserError naming ``where`` and the allowed keys."""
+        return _lookup(self.models, key, "model", where)
+
+    def accelerators_table(self) -> pd.DataFrame:
+        """Key numbers per accelerator in human units (unit in each column name)."""
+        return pd.DataFrame([_accelerator_row(a) for a in self.accelerators.values()]).convert_dtypes()
+
+    def models_table(self) -> pd.DataFrame:
+        """Key numbers per model in human units (unit in each column name)."""
+        return pd.DataFrame([_model_row(m) for m in self.models.values()]).convert_dtypes()
+
+
+def _lookup(items: dict, key: str, what: str, where: str):
+    if key in items:
+        return items[key]
+    hint = ""
+    close = [k for k in items if k.lower() == str(key).lower().strip()]
+    if close:
+        hint = f" (did you mean '{close[0]}'?)"
+    raise UserError(f"{_prefix(where)}unknown {what} {key!r}{hint}; "
+                    f"allowed: {', '.join(sorted(items))}")
+
+
+def _opt(value: float | None, scale: float) -> float | None:
+    return None if value is None else value / scale
+
+
+def _accelerator_row(a: Accelerator) -> dict:
+    return {
+        "key": a.key, "name": a.name, "vendor": a.vendor,
+        "peak_bf16_tflops": a.peak_bf16_flops / 1e12,
+        "peak_fp8_tflops": _opt(a.peak_fp8_flops, 1e12),
+        "peak_fp4_tflops": _opt(a.peak_fp4_flops, 1e12),
+        "memory_kind": a.memory_kind, "memory_gb": a.memory_bytes / 1e9,
+        "memory_bw_tbps": a.memory_bw_bytes_per_s / 1e12,
+        "scaleup_gbps_per_dir": a.scaleup_bw_bytes_per_s / 1e9,
+        "scaleup_domain_size": a.scaleup_domain_size,
+        "tdp_w": a.tdp_w, "node_power_kw": a.node_power_w / 1e3,
+        "price_usd": a.price_usd, "compute_efficiency": a.compute_efficiency,
+        "bandwidth_efficiency": a.bandwidth_efficiency,
+        "status": a.status, "price_status": a.price_status,
+        "efficiency_status": a.efficiency_status, "spec_source": a.spec_source,
+    }
+
+
+def _model_row(m: Model) -> dict:
+    return {
+        "key": m.key, "name": m.name, "kind": m.kind,
+        "params_b": m.params / 1e9, "active_params_b": m.active_params / 1e9,
+        "weights_bf16_gb": m.weight_bytes("bf16") / 1e9,
+        "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16"),
+        "max_context_tokens": m.max_context_tokens,
+        "flops_per_step_tflop": _opt(m.flops_per_step, 1e12),
+        "activation_gb_per_sample": _opt(m.activation_bytes_per_sample, 1e9),
+        "default_steps": m.default_steps, "default_cfg": m.default_cfg,
+        "status": m.status, "source": m.source,
+    }
+
+
+def load_catalog(path_dir=None) -> Catalog:
+    """Load ``accelerators.csv`` and ``models.csv`` from ``path_dir`` (default: package
+    data ``fleets/data/``, cached).  Raises UserError naming file, line, column and value
+    on a malformed row."""
+    from fleets.catalog_io import load_catalog_dir
+    return load_catalog_dir(path_dir)

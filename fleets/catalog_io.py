@@ -1,0 +1,171 @@
+"""Read the catalog CSVs and convert their human units to SI, in one place.
+
+CSV units -> SI: TFLOP/s x 1e12 -> FLOP/s; GB x 1e9 -> bytes (decimal GB); TB/s x 1e12 and
+GB/s x 1e9 -> bytes/s; us x 1e-6 -> s; kW x 1e3 -> W; billions of params x 1e9; TFLOP x 1e12.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+from pathlib import Path
+
+from sim.errors import UserError
+from fleets.catalog import (MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS, Accelerator, Catalog,
+                            Model)
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+TERA = 1e12
+GIGA = 1e9
+MICRO = 1e-6
+KILO = 1e3
+
+# CSV column -> (dataclass field, scale); scale None = text, int = integer, bool = boolean.
+ACCELERATOR_COLUMNS = {
+    "key": ("key", None), "name": ("name", None), "vendor": ("vendor", None),
+    "peak_bf16_tflops": ("peak_bf16_flops", TERA),
+    "peak_fp8_tflops": ("peak_fp8_flops", TERA),
+    "peak_fp4_tflops": ("peak_fp4_flops", TERA),
+    "memory_kind": ("memory_kind", None), "memory_gb": ("memory_bytes", GIGA),
+    "memory_bw_tbps": ("memory_bw_bytes_per_s", TERA),
+    "scaleup_gbps_per_dir": ("scaleup_bw_bytes_per_s", GIGA),
+    "scaleup_domain_size": ("scaleup_domain_size", int),
+    "scaleup_latency_us": ("scaleup_latency_s", MICRO),
+    "scaleout_gbps_per_dir": ("scaleout_bw_bytes_per_s", GIGA),
+    "scaleout_latency_us": ("scaleout_latency_s", MICRO),
+    "accelerators_per_node": ("accelerators_per_node", int),
+    "tdp_w": ("tdp_w", 1.0), "node_overhead_w": ("node_overhead_w", 1.0),
+    "price_usd": ("price_usd", 1.0), "price_includes_server": ("price_includes_server", bool),
+    "server_cost_usd_per_node": ("server_cost_usd_per_node", 1.0),
+    "compute_efficiency": ("compute_efficiency", 1.0),
+    "bandwidth_efficiency": ("bandwidth_efficiency", 1.0),
+    "rack_power_budget_kw": ("rack_power_budget_w", KILO),
+    "status": ("status", None), "spec_source": ("spec_source", None),
+    "price_status": ("price_status", None), "price_source": ("price_source", None),
+    "power_status": ("power_status", None), "power_source": ("power_source", None),
+    "network_status": ("network_status", None), "network_source": ("network_source", None),
+    "efficiency_status": ("efficiency_status", None),
+    "efficiency_source": ("efficiency_source", None), "assumptions": ("assumptions", None),
+}
+ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions"}
+
+MODEL_COLUMNS = {
+    "key": ("key", None), "name": ("name", None), "kind": ("kind", None),
+    "params_b": ("params", GIGA), "active_params_b": ("active_params", GIGA),
+    "layers": ("layers", int), "hidden": ("hidden", int), "heads": ("heads", int),
+    "kv_heads": ("kv_heads", int), "head_dim": ("head_dim", int),
+    "n_experts": ("n_experts", int), "experts_per_token": ("experts_per_token", int),
+    "expert_params_b": ("expert_params", GIGA),
+    "max_context_tokens": ("max_context_tokens", int),
+    "flops_per_step_tflop": ("flops_per_step", TERA),
+    "latent_tokens": ("latent_tokens", int),
+    "activation_gb_per_sample": ("activation_bytes_per_sample", GIGA),
+    "default_steps": ("default_steps", int), "default_cfg": ("default_cfg", bool),
+    "block_tokens": ("block_tokens", int),
+    "source": ("source", None), "status": ("status", None), "assumptions": ("assumptions", None),
+}
+MODEL_REQUIRED = {"key", "name", "kind", "params_b", "active_params_b", "source", "status"}
+
+
+def _parse_cell(text: str, scale, where: str):
+    """One CSV cell -> Python value in SI; UserError naming ``where`` on a bad value."""
+    if scale is None:
+        return text
+    if scale is bool:
+        if text.lower() not in ("true", "false"):
+            raise UserError(f"{where}: bad value {text!r}; allowed: true, false")
+        return text.lower() == "true"
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{where}: bad value {text!r}; allowed: a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"{where}: bad value {text!r}; allowed: a finite number >= 0")
+    if scale is int:
+        if value != int(value):
+            raise UserError(f"{where}: bad value {text!r}; allowed: an integer")
+        return int(value)
+    return value * scale
+
+
+def _parse_row(row: dict, columns: dict, required: set, where: str) -> dict:
+    fields = {}
+    for column, (field, scale) in columns.items():
+        text = (row.get(column) or "").strip()
+        cell_where = f"{where} column '{column}'"
+        if not text:
+            if column in required:
+                raise UserError(f"{cell_where}: empty; a value is required")
+            fields[field] = False if scale is bool else ("" if scale is None else None)
+            continue
+        fields[field] = _parse_cell(text, scale, cell_where)
+    return fields
+
+
+def _read_rows(path: Path) -> list[tuple[str, dict]]:
+    if not path.is_file():
+        raise UserError(f"catalog file not found: {path}")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return [(f"{path.name} line {i}", row) for i, row in enumerate(reader, start=2)]
+
+
+def _check_status(fields: dict, names: tuple[str, ...], where: str) -> None:
+    for name in names:
+        if not fields[name].lower().startswith(STATUS_WORDS):
+            raise UserError(f"{where} column '{name}': bad status {fields[name]!r}; "
+                            f"allowed: starts with one of {', '.join(STATUS_WORDS)}")
+
+
+def _check_choice(value: str, allowed: tuple[str, ...], where: str) -> None:
+    if value not in allowed:
+        raise UserError(f"{where}: bad value {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _accelerator(row: dict, where: str) -> Accelerator:
+    required = set(ACCELERATOR_COLUMNS) - ACCELERATOR_OPTIONAL
+    fields = _parse_row(row, ACCELERATOR_COLUMNS, required, where)
+    _check_choice(fields["memory_kind"], MEMORY_KINDS, f"{where} column 'memory_kind'")
+    _check_status(fields, ("status", "price_status", "power_status", "network_status",
+                           "efficiency_status"), where)
+    for name in ("compute_efficiency", "bandwidth_efficiency"):
+        if not 0 < fields[name] <= 1:
+            raise UserError(f"{where} column '{name}': {fields[name]} not in (0, 1]")
+    return Accelerator(**fields)
+
+
+def _model(row: dict, where: str) -> Model:
+    fields = _parse_row(row, MODEL_COLUMNS, MODEL_REQUIRED, where)
+    _check_choice(fields["kind"], MODEL_KINDS, f"{where} column 'kind'")
+    _check_status(fields, ("status",), where)
+    return Model(**fields)
+
+
+def _by_key(items: list, what: str, path: Path) -> dict:
+    result = {}
+    for item in items:
+        if item.key in result:
+            raise UserError(f"{path}: duplicate {what} key {item.key!r}")
+        result[item.key] = item
+    return result
+
+
+def _load(directory: Path) -> Catalog:
+    acc_path, model_path = directory / "accelerators.csv", directory / "models.csv"
+    accelerators = [_accelerator(r, w) for w, r in _read_rows(acc_path)]
+    models = [_model(r, w) for w, r in _read_rows(model_path)]
+    return Catalog(accelerators=_by_key(accelerators, "accelerator", acc_path),
+                   models=_by_key(models, "model", model_path))
+
+
+@functools.cache
+def _default_catalog() -> Catalog:
+    return _load(DATA_DIR)
+
+
+def load_catalog_dir(path_dir=None) -> Catalog:
+    """Catalog from ``path_dir`` (not cached) or from package data (cached)."""
+    if path_dir is None:
+        return _default_catalog()
+    return _load(Path(path_dir))

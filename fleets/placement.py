@@ -1,0 +1,167 @@
+"""Pools, nodes and racks: lay out identical replicas and check that the layout is feasible.
+
+A pool is ``replicas`` copies of one model on one accelerator type, each replica spread
+over ``tp`` (tensor parallel, inside one scale-up domain) x ``pp`` (pipeline stages)
+accelerators.  :func:`place_pool` returns a :class:`PoolLayout` with node, rack and power
+counts, or raises :class:`~sim.errors.PlacementError` explaining what to change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.errors import PlacementError
+from fleets.catalog import PRECISIONS, Accelerator, Model
+
+GB = 1e9
+# Tolerance when dividing a power budget by node power (e.g. 18 x 6666.67 W in 120 kW).
+POWER_FIT_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLayout:
+    """A feasible pool: counts, memory per replica (bytes) and power at full load (W)."""
+
+    name: str
+    accelerator: Accelerator
+    model: Model
+    precision: str
+    tp: int
+    pp: int
+    replicas: int
+    accelerators: int
+    nodes: int
+    nodes_per_rack: int
+    racks: int
+    replica_memory_bytes: float
+    replica_weight_bytes: float
+    replica_free_bytes: float
+    node_power_w: float
+    rack_power_w: float
+    it_power_max_w: float
+
+
+def _fail(where: str, model: Model, acc: Accelerator, problem: str, fix: str) -> None:
+    prefix = f"{where}: " if where else ""
+    raise PlacementError(f"{prefix}cannot place model '{model.key}' ({model.name}) on "
+                         f"accelerator '{acc.key}' ({acc.name}): {problem}. {fix}")
+
+
+def _check_counts(tp, pp, replicas, memory_utilization, precision, model, acc, where):
+    for label, value in (("tp", tp), ("pp", pp), ("replicas", replicas)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            _fail(where, model, acc, f"{label}={value!r} is not allowed",
+                  f"Use an integer {label} >= 1.")
+    if not 0 < memory_utilization <= 1:
+        _fail(where, model, acc, f"memory_utilization={memory_utilization!r} is not allowed",
+              "Use a fraction in (0, 1], e.g. 0.9.")
+    if precision not in PRECISIONS:
+        _fail(where, model, acc, f"unknown precision {precision!r}",
+              f"Allowed: {', '.join(PRECISIONS)}.")
+
+
+def _check_parallelism(tp, pp, model, acc, where):
+    if tp > acc.scaleup_domain_size:
+        _fail(where, model, acc,
+              f"tp={tp} but TP must fit one scale-up domain of "
+              f"{acc.scaleup_domain_size} accelerators",
+              f"Lower tp to at most {acc.scaleup_domain_size} and raise pp to spread the "
+              "model over more domains, or pick an accelerator with a larger domain.")
+    if model.layers and pp > model.layers:
+        _fail(where, model, acc, f"pp={pp} exceeds the model's {model.layers} layers",
+              f"Use pp <= {model.layers}.")
+
+
+def _check_memory(need: dict, have_bytes, tp, pp, precision, memory_utilization,
+                  model, acc, where):
+    need_bytes = sum(need.values())
+    if need_bytes <= have_bytes:
+        return
+    parts = " + ".join(f"{k} {v / GB:.1f} GB" for k, v in need.items())
+    _fail(where, model, acc,
+          f"one replica ({precision}, tp={tp} x pp={pp}) needs {need_bytes / GB:.1f} GB "
+          f"({parts}) but has {have_bytes / GB:.1f} GB ({tp * pp} x "
+          f"{acc.memory_bytes / GB:.1f} GB x memory_utilization {memory_utilization})",
+          f"Raise tp (up to {acc.scaleup_domain_size}) or pp, use a narrower precision "
+          f"({', '.join(PRECISIONS)}), lower min_kv_tokens / min_activation_bytes, or pick "
+          "an accelerator with more memory.")
+
+
+def count_nodes(acc: Accelerator, tp: int, pp: int, replicas: int) -> int:
+    """Nodes holding ``replicas`` x ``pp`` TP groups of ``tp`` accelerators.
+
+    A TP group never straddles a node unless it is larger than a node (then the scale-up
+    domain spans nodes, e.g. NVL72, and the group takes whole nodes).  Pipeline stages may
+    sit on different nodes.  Equals ceil(accelerators / accelerators_per_node) whenever tp
+    divides the node size.
+    """
+    groups = replicas * pp
+    per_node = acc.accelerators_per_node
+    if tp <= per_node:
+        return math.ceil(groups / (per_node // tp))
+    return groups * math.ceil(tp / per_node)
+
+
+def _nodes_per_rack(acc, node_power_w, budget_w, nodes_per_rack, model, where) -> int:
+    if node_power_w > budget_w * (1 + POWER_FIT_TOLERANCE):
+        _fail(where, model, acc,
+              f"one node draws {node_power_w / 1e3:.2f} kW at full load "
+              f"({acc.accelerators_per_node} x {acc.tdp_w:.0f} W + "
+              f"{acc.node_overhead_w:.0f} W overhead), over the rack power budget of "
+              f"{budget_w / 1e3:.2f} kW", "Raise rack_power_budget_w or pick another accelerator.")
+    fit = math.floor(budget_w / node_power_w * (1 + POWER_FIT_TOLERANCE))
+    if nodes_per_rack is None:
+        return max(1, fit)
+    if not isinstance(nodes_per_rack, int) or nodes_per_rack < 1 or nodes_per_rack > fit:
+        _fail(where, model, acc,
+              f"nodes_per_rack={nodes_per_rack!r} draws "
+              f"{_kw(nodes_per_rack, node_power_w)} against a rack power budget of "
+              f"{budget_w / 1e3:.2f} kW",
+              f"Use an integer nodes_per_rack from 1 to {fit}, or raise rack_power_budget_w.")
+    return nodes_per_rack
+
+
+def _kw(nodes, node_power_w) -> str:
+    if isinstance(nodes, (int, float)):
+        return f"{nodes * node_power_w / 1e3:.2f} kW"
+    return "an undefined power"
+
+
+def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: str,
+               tp: int, pp: int, replicas: int, memory_utilization: float = 0.9,
+               min_kv_tokens: int = 0, min_activation_bytes: float = 0.0,
+               nodes_per_rack: int | None = None, rack_power_budget_w: float | None = None,
+               where: str = "") -> PoolLayout:
+    """Lay out a pool and check it (memory in bytes, power in W).
+
+    Checks: tp, pp, replicas >= 1; memory_utilization in (0, 1]; precision in PRECISIONS;
+    tp <= scaleup_domain_size; pp <= model layers; weights + min_kv_tokens x KV bytes/token
+    (at ``precision``) + min_activation_bytes <= tp x pp x memory_bytes x
+    memory_utilization; one node and ``nodes_per_rack`` nodes fit the rack power budget
+    (default: the accelerator's ``rack_power_budget_w``; default nodes_per_rack = as many
+    as fit, at least 1).  Raises PlacementError naming ``where``, the model, the
+    accelerator, the numbers and what to change.
+    """
+    acc = accelerator
+    where = where or f"pool '{name}'"
+    _check_counts(tp, pp, replicas, memory_utilization, precision, model, acc, where)
+    _check_parallelism(tp, pp, model, acc, where)
+    weight_bytes = model.weight_bytes(precision)
+    memory_bytes = tp * pp * acc.memory_bytes * memory_utilization
+    need = {"weights": weight_bytes,
+            f"KV for {min_kv_tokens} tokens": min_kv_tokens * model.kv_bytes_per_token(precision),
+            "activations": float(min_activation_bytes)}
+    _check_memory(need, memory_bytes, tp, pp, precision, memory_utilization, model, acc, where)
+    budget_w = acc.rack_power_budget_w if rack_power_budget_w is None else rack_power_budget_w
+    node_power_w = acc.node_power_w
+    per_rack = _nodes_per_rack(acc, node_power_w, budget_w, nodes_per_rack, model, where)
+    nodes = count_nodes(acc, tp, pp, replicas)
+    return PoolLayout(
+        name=name, accelerator=acc, model=model, precision=precision, tp=tp, pp=pp,
+        replicas=replicas, accelerators=replicas * tp * pp, nodes=nodes,
+        nodes_per_rack=per_rack, racks=math.ceil(nodes / per_rack),
+        replica_memory_bytes=memory_bytes, replica_weight_bytes=weight_bytes,
+        replica_free_bytes=memory_bytes - weight_bytes, node_power_w=node_power_w,
+        rack_power_w=min(nodes, per_rack) * node_power_w,
+        it_power_max_w=nodes * node_power_w)

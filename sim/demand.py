@@ -1,0 +1,68 @@
+"""Demand: every workload's arrivals and request shapes, drawn once per scenario.
+
+Each workload draws from its own RNG streams, spawned from the scenario seed and the
+workload's name (``SeedSequence([seed, crc32(name)])``), so adding a workload does not
+shift another's arrivals, and every fleet sees the same requests (common random
+numbers make the fleet comparison a paired one).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.scenario import Scenario
+from traffic.distributions import sample_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadDemand:
+    """Arrays of one workload's requests, aligned, shape (n,): ``arrival_s`` sorted
+    seconds in [0, duration_s); token counts; denoising steps; service times (s)."""
+
+    name: str
+    kind: str
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    steps: np.ndarray
+    service_s: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def _streams(seed: int, name: str) -> list[np.random.Generator]:
+    seq = np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8"))])
+    return [np.random.default_rng(s) for s in seq.spawn(5)]
+
+
+def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
+    """Draw the requests of workload ``name`` (see module docstring)."""
+    wl = scenario.workloads[name]
+    rng_arrival, rng_prompt, rng_output, rng_steps, rng_service = _streams(scenario.seed, name)
+    arrival_s = np.asarray(wl.arrival.arrival_times(rng_arrival, scenario.duration_s), dtype=float)
+    n = len(arrival_s)
+    zeros = np.zeros(n, dtype=np.int64)
+    prompt, output, steps, service = zeros, zeros, zeros, np.zeros(n)
+    if wl.kind in ("autoregressive", "diffusion_lm"):
+        prompt = sample_tokens(wl.prompt_tokens, rng_prompt, n)
+        output = sample_tokens(wl.output_tokens, rng_output, n)
+        if wl.arrival.kind == "trace":
+            trace_prompt, trace_output = wl.arrival.lengths(scenario.duration_s)
+            if "prompt_tokens" not in wl.model_fields_set:
+                prompt = np.asarray(trace_prompt, dtype=np.int64)
+            if "output_tokens" not in wl.model_fields_set:
+                output = np.asarray(trace_output, dtype=np.int64)
+    if wl.kind == "diffusion_lm":
+        steps = sample_tokens(wl.steps, rng_steps, n)
+    if wl.kind == "service_time":
+        service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
+    return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service)
+
+
+def generate_demand(scenario: Scenario) -> dict[str, WorkloadDemand]:
+    """All workloads' requests, in the scenario's workload order."""
+    return {name: workload_demand(scenario, name) for name in scenario.workloads}

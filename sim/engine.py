@@ -1,0 +1,324 @@
+"""``simulate(scenario, fleet)``: one fleet serving the scenario's demand in SimPy.
+
+The heart of dcsim. It does no file I/O and keeps no global state; for a given scenario
+and seed it is deterministic. A run:
+
+1. builds the fleet's pools (placement checks, perf model, KV/activation capacity);
+2. starts one arrival process per workload and one router per workload;
+3. runs until ``duration_s`` (arrivals stop), then drains for at most ``drain_s``;
+4. returns flat per-request and per-pool rows as DataFrames.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from fleets.catalog import Catalog, load_catalog
+from fleets.placement import PoolLayout, place_pool
+from sim.demand import WorkloadDemand, generate_demand
+from sim.perf import PerfModel
+from sim.replica_ar import ARReplica
+from sim.replica_service import ServiceReplica
+from sim.replica_step import StepReplica
+from sim.request import STATUS_NAMES, Request
+from sim.router import Router
+from sim.run import PoolStats, RunContext
+from sim.scenario import FleetConfig, PoolConfig, Scenario, _engine_family
+from sim.shapes import step_shape
+
+ProgressFn = Callable[[float, int], None]
+
+
+@dataclass(eq=False)
+class Pool:
+    """A pool as built for one run: layout (placement), perf model, capacity, stats."""
+
+    index: int
+    config: PoolConfig
+    family: str  # "ar" | "step" | "service"
+    workloads: dict[int, object]  # workload index -> workload config
+    layout: PoolLayout | None = None
+    perf: PerfModel | None = None
+    kv_capacity_blocks: int = 0
+    free_bytes: float = 0.0
+    stats: PoolStats = field(default_factory=PoolStats)
+    replicas: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def reject_reason(self, req: Request) -> str:
+        """Why this pool can never serve ``req`` ("" if it can)."""
+        if self.family == "ar":
+            tokens = req.prompt_tokens + req.output_tokens
+            if tokens > (self.perf.model.max_context_tokens or math.inf):
+                return "exceeds_max_context"
+            if -(-tokens // self.config.kv_block_tokens) > self.kv_capacity_blocks:
+                return "exceeds_kv_capacity"
+        elif self.family == "step":
+            phases, reserve = step_shape(self.workloads[req.workload], self.perf, req)
+            if max(p[1] for p in phases) > self.config.max_batch:
+                return "exceeds_max_batch"
+            if reserve > self.free_bytes:
+                return "exceeds_memory"
+        return ""
+
+    def prepare(self, req: Request) -> None:
+        if self.family == "step":
+            req.phases, req.reserved_bytes = step_shape(self.workloads[req.workload], self.perf, req)
+
+
+def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog | None = None) -> list[Pool]:
+    """Resolve a fleet's pools: catalog lookups and placement checks.
+
+    Raises:
+        UserError: unknown accelerator or model (naming the allowed keys).
+        PlacementError: a model that does not fit, TP beyond the scale-up domain, a rack
+            over its power budget.
+    """
+    catalog = catalog or load_catalog()
+    names = list(scenario.workloads)
+    fleet_index = scenario.fleets.index(fleet) if fleet in scenario.fleets else 0
+    pools = []
+    for i, cfg in enumerate(fleet.pools):
+        where = f"fleets[{fleet_index}] '{fleet.name}' pools[{i}] '{cfg.name}'"
+        served = {names.index(w): scenario.workloads[w] for w in cfg.serves}
+        family = _engine_family(next(iter(served.values())).kind)
+        pool = Pool(index=i, config=cfg, family=family, workloads=served)
+        if family != "service":
+            _place(pool, catalog, where)
+        pools.append(pool)
+    return pools
+
+
+def _place(pool: Pool, catalog: Catalog, where: str) -> None:
+    cfg = pool.config
+    wl = next(iter(pool.workloads.values()))
+    accelerator = catalog.accelerator(cfg.accelerator, where=f"{where}.accelerator")
+    model = catalog.model(wl.model, where=f"{where} (model of workload served)")
+    perf = PerfModel(accelerator, model, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s)
+    min_act = _min_activation_bytes(pool, perf) if pool.family == "step" else 0.0
+    layout = place_pool(
+        name=cfg.name,
+        accelerator=accelerator,
+        model=model,
+        precision=cfg.precision,
+        tp=cfg.tp,
+        pp=cfg.pp,
+        replicas=cfg.replicas,
+        memory_utilization=cfg.memory_utilization,
+        min_kv_tokens=cfg.min_kv_tokens if pool.family == "ar" else 0,
+        min_activation_bytes=min_act,
+        nodes_per_rack=cfg.nodes_per_rack,
+        rack_power_budget_w=None if cfg.rack_power_budget_kw is None else cfg.rack_power_budget_kw * 1e3,
+        where=where,
+    )
+    pool.layout = layout
+    pool.perf = perf
+    pool.free_bytes = layout.replica_free_bytes
+    if pool.family == "ar" and perf.kv_bytes_per_token > 0:
+        pool.kv_capacity_blocks = int(layout.replica_free_bytes // (perf.kv_bytes_per_token * cfg.kv_block_tokens))
+
+
+def _min_activation_bytes(pool: Pool, perf: PerfModel) -> float:
+    """Activation bytes of one request of the largest served image/video/search shape
+    (a diffusion LM's reservation depends on its lengths and is checked per request)."""
+    probe = Request(id=-1, workload=-1, arrival_at_s=0.0, prompt_tokens=1, output_tokens=1, steps=1)
+    fixed = [w for w in pool.workloads.values() if w.kind != "diffusion_lm"]
+    return max((step_shape(w, perf, probe)[1] for w in fixed), default=0.0)
+
+
+_REPLICA_TYPES = {"ar": ARReplica, "step": StepReplica, "service": ServiceReplica}
+
+
+@dataclass
+class FleetRun:
+    """What one fleet did: per-request rows, per-pool rows, the simulated end time and
+    the number of SimPy events processed."""
+
+    fleet: str
+    requests: pd.DataFrame
+    pools: pd.DataFrame
+    end_s: float
+    events: int
+    pool_objects: list = field(default_factory=list, repr=False)
+
+
+def simulate(
+    scenario: Scenario,
+    fleet: str | int = 0,
+    *,
+    demand: dict[str, WorkloadDemand] | None = None,
+    catalog: Catalog | None = None,
+    progress: ProgressFn | None = None,
+) -> FleetRun:
+    """Run ``scenario``'s demand through one of its fleets.
+
+    Args:
+        scenario: a validated scenario.
+        fleet: fleet name or index into ``scenario.fleets``.
+        demand: pre-drawn demand (shared across fleets); drawn from the seed if None.
+        catalog: accelerator/model catalog (the packaged one if None).
+        progress: called as ``progress(sim_time_s, requests_finished)`` about 200 times.
+
+    Returns:
+        FleetRun with ``requests`` (one row per request; status completed, rejected with
+        a reason, or in_flight) and ``pools`` (one row per pool, raw window totals).
+
+    Raises:
+        UserError / PlacementError: the fleet cannot be built.
+    """
+    fleet_cfg = _pick_fleet(scenario, fleet)
+    pools = build_pools(scenario, fleet_cfg, catalog)
+    demand = demand if demand is not None else generate_demand(scenario)
+    run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
+    for pool in pools:
+        cls = _REPLICA_TYPES[pool.family]
+        pool.replicas = [cls(run, pool, i) for i in range(pool.config.replicas)]
+    names = list(scenario.workloads)
+    requests: list[Request] = []
+    total = sum(len(d) for d in demand.values())
+    run.outstanding = total
+    for w, name in enumerate(names):
+        serving = [p for p in pools if w in p.workloads]
+        router = Router(run, fleet_cfg.router, serving)
+        run.env.process(_arrivals(run, w, demand[name], router, requests))
+    run.env.process(_stop_arrivals(run, scenario.duration_s))
+    _run(run, scenario, total, progress)
+    return FleetRun(
+        fleet=fleet_cfg.name,
+        requests=_requests_frame(requests, names, scenario, pools, fleet_cfg.name),
+        pools=_pools_frame(pools, fleet_cfg.name),
+        end_s=run.env.now,
+        events=run.env.events_processed,
+        pool_objects=pools,
+    )
+
+
+def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:
+    if isinstance(fleet, int):
+        return scenario.fleets[fleet]
+    for f in scenario.fleets:
+        if f.name == fleet:
+            return f
+    raise KeyError(f"no fleet named {fleet!r}; fleets: {[f.name for f in scenario.fleets]}")
+
+
+def _arrivals(run: RunContext, w: int, d: WorkloadDemand, router: Router, requests: list):
+    env = run.env
+    ids = len(requests)
+    times = d.arrival_s.tolist()
+    prompt, output, steps, service = (d.prompt_tokens.tolist(), d.output_tokens.tolist(), d.steps.tolist(), d.service_s.tolist())
+    for i, t in enumerate(times):
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        req = Request(
+            id=ids + i,
+            workload=w,
+            arrival_at_s=t,
+            prompt_tokens=prompt[i],
+            output_tokens=output[i],
+            steps=steps[i],
+            service_s=service[i],
+        )
+        requests.append(req)
+        router.dispatch(req)
+
+
+def _stop_arrivals(run: RunContext, duration_s: float):
+    yield run.env.timeout(duration_s)
+    run.arrivals_done = True
+    if run.outstanding == 0 and not run.drained.triggered:
+        run.drained.succeed()
+
+
+def _run(run: RunContext, scenario: Scenario, total: int, progress: ProgressFn | None) -> None:
+    env = run.env
+    end = scenario.duration_s + scenario.drain_s
+    chunk = end / 200.0
+    t = 0.0
+    while not run.drained.triggered and t < end:
+        t = min(t + chunk, end)
+        env.run(until=_until(run, t))
+        if progress is not None:
+            progress(env.now, total - run.outstanding)
+
+
+def _until(run: RunContext, t: float):
+    """Run until time ``t`` or until everything has drained, whichever is first."""
+    stop = run.env.timeout(t - run.env.now) if t > run.env.now else run.env.timeout(0)
+    return run.env.any_of([stop, run.drained])
+
+
+def _requests_frame(requests: list[Request], names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> pd.DataFrame:
+    requests.sort(key=lambda r: r.id)
+    kinds = [scenario.workloads[n].kind for n in names]
+    pool_names = [p.name for p in pools]
+    accel = [p.config.accelerator for p in pools]
+    col = lambda attr: [getattr(r, attr) for r in requests]  # noqa: E731
+    df = pd.DataFrame(
+        {
+            "request_id": col("id"),
+            "fleet": fleet,
+            "workload": pd.Categorical([names[r.workload] for r in requests], categories=names),
+            "kind": [kinds[r.workload] for r in requests],
+            "pool": [pool_names[r.pool] if r.pool >= 0 else "" for r in requests],
+            "accelerator": [accel[r.pool] if r.pool >= 0 else "" for r in requests],
+            "replica": col("replica"),
+            "status": [STATUS_NAMES[r.status] for r in requests],
+            "reject_reason": col("reason"),
+            "arrival_at_s": col("arrival_at_s"),
+            "admitted_at_s": col("admitted_at_s"),
+            "first_token_at_s": col("first_token_at_s"),
+            "done_at_s": col("done_at_s"),
+            "prompt_tokens": col("prompt_tokens"),
+            "output_tokens": col("output_tokens"),
+            "steps": col("steps"),
+            "sample_steps": col("sample_steps"),
+            "denoiser_flops": col("denoiser_flops"),
+            "preemptions": col("preemptions"),
+            "busy_share_s": col("share_s"),
+        }
+    )
+    df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]
+    df["e2e_s"] = df["done_at_s"] - df["arrival_at_s"]
+    df["queue_s"] = df["admitted_at_s"] - df["arrival_at_s"]
+    streamed = df["kind"] == "autoregressive"
+    decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
+    df["tpot_s"] = ((df["done_at_s"] - df["first_token_at_s"]) / decode_tokens).where(streamed)
+    df.loc[~df["kind"].isin(["autoregressive", "diffusion_lm"]), "ttft_s"] = math.nan
+    df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(df["kind"].isin(["autoregressive", "diffusion_lm"]))
+    df["measured"] = (df["arrival_at_s"] >= scenario.warmup_s) & (df["arrival_at_s"] < scenario.duration_s)
+    return df
+
+
+def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
+    rows = []
+    for p in pools:
+        s = p.stats
+        rows.append(
+            {
+                "fleet": fleet,
+                "pool": p.name,
+                "accelerator": p.config.accelerator,
+                "model": p.perf.model.key if p.perf else "",
+                "family": p.family,
+                "precision": p.config.precision,
+                "tp": p.config.tp,
+                "pp": p.config.pp,
+                "replicas": p.config.replicas,
+                "busy_s": s.busy_s,
+                "busy_total_s": s.busy_total_s,
+                "flops": s.flops,
+                "bytes": s.bytes,
+                "hbm_byte_s": s.hbm_byte_s,
+                "hbm_peak_bytes": s.hbm_peak_bytes,
+                "iterations": s.iterations,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,266 @@
+"""The roofline performance model of one replica (a TP×PP group running one model).
+
+Every iteration costs::
+
+    t = max(FLOP / (peak · η_c · tp), bytes / (BW · η_m · tp)) + t_comm(tokens) + t_fixed
+
+- FLOP of a forward over ``n`` tokens: 2 · P_active · n (linear layers) plus attention,
+  4 · layers · heads · head_dim FLOP per (query, key) pair (QKᵀ and AV, 2 FLOP per MAC).
+- bytes: weights touched (all of them for a dense model; for a mixture of experts the
+  expected distinct experts E·(1 − (1 − k/E)^n) of a batch of n tokens) plus the KV cache
+  read and written.
+- t_comm: tensor parallelism does two all-reduces of ``n · hidden`` 16-bit activations per
+  layer over the scale-up link, each ``α + 2(tp−1)/tp · size / β`` (ring bandwidth term,
+  measured small-message latency α); pipeline parallelism pays ``pp − 1`` activation hops,
+  over the scale-up link when the whole replica fits one domain, else over scale-out.
+- Pipeline stages run one after another for a batch (no micro-batch overlap), so ``pp``
+  adds memory capacity, not speed.
+
+Arithmetic intensity (FLOP/byte) of AR decode at batch b is ≈ b / bytes-per-param, far
+below the ridge point peak/BW (≈ 295 FLOP/byte for an H100 in BF16): the memory wall.
+
+All rates are per replica (summed over its tp chips), in FLOP/s and bytes/s; times in s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fleets.catalog import Accelerator, Model
+
+ACTIVATION_BYTES = 2.0  # activations exchanged in 16-bit precision (BF16/FP16)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLine:
+    """Decode iteration time as a function of the batch's total context C (tokens), batch
+    size fixed: ``t(C) = max(c0 + c1·C, m0 + m1·C) + k`` seconds."""
+
+    c0: float
+    c1: float
+    m0: float
+    m1: float
+    k: float
+
+    def time_s(self, context_tokens: float) -> float:
+        return max(self.c0 + self.c1 * context_tokens, self.m0 + self.m1 * context_tokens) + self.k
+
+
+class PerfModel:
+    """Roofline costs of one replica of ``model`` on ``tp × pp`` ``accelerator`` chips.
+
+    Args:
+        accelerator: catalog entry (peak FLOP/s, memory bandwidth, efficiencies η_c, η_m,
+            scale-up/scale-out links).
+        model: catalog entry (parameters, layers, heads, KV bytes per token).
+        precision: "bf16", "fp8" or "fp4" (weights and KV cache).
+        tp, pp: parallel layout (≥ 1).
+        iteration_overhead_s: fixed time added to every iteration (scheduling, launch).
+    """
+
+    def __init__(
+        self,
+        accelerator: Accelerator,
+        model: Model,
+        precision: str,
+        tp: int = 1,
+        pp: int = 1,
+        iteration_overhead_s: float = 0.0,
+    ) -> None:
+        self.accelerator = accelerator
+        self.model = model
+        self.precision = precision
+        self.tp = tp
+        self.pp = pp
+        self.peak_flops = accelerator.peak_flops(precision) * tp
+        self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * tp
+        self.compute_rate = self.peak_flops * accelerator.compute_efficiency
+        self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
+        self.overhead_s = iteration_overhead_s
+        self.weight_bytes = model.weight_bytes(precision)
+        self.kv_bytes_per_token = model.kv_bytes_per_token(precision)
+        self.linear_flops_per_token = 2.0 * model.active_params
+        self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
+        self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
+        self._comm = _CommModel(accelerator, model, tp, pp)
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        """Arithmetic intensity where the roofline turns from memory- to compute-bound."""
+        return self.peak_flops / self.peak_bw_bytes_per_s
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        """Weight bytes streamed by one forward over ``tokens`` tokens (MoE: expected
+        distinct experts touched by that many tokens routed top-k of E)."""
+        m = self.model
+        if not m.n_experts or m.n_experts <= 1 or tokens <= 0:
+            return self.weight_bytes
+        expert_bytes = m.expert_params * self._bytes_per_param
+        shared_bytes = self.weight_bytes - m.n_experts * expert_bytes
+        touched = m.n_experts * (1.0 - (1.0 - m.experts_per_token / m.n_experts) ** tokens)
+        return shared_bytes + touched * expert_bytes
+
+    def comm_time_s(self, tokens: float) -> float:
+        """TP all-reduces and PP hops for a forward over ``tokens`` tokens, s."""
+        return self._comm.time_s(tokens)
+
+    def time_s(self, flops: float, bytes_moved: float, tokens: float) -> float:
+        """Roofline time of one iteration: the slower of compute and memory, plus the
+        interconnect and fixed overhead, s."""
+        return (
+            max(flops / self.compute_rate, bytes_moved / self.mem_rate)
+            + self._comm.time_s(tokens)
+            + self.overhead_s
+        )
+
+    # --- autoregressive -------------------------------------------------------------
+    def decode_line(self, batch: int) -> DecodeLine:
+        """Coefficients of a decode iteration of ``batch`` sequences (one token each)."""
+        return DecodeLine(
+            c0=self.linear_flops_per_token * batch / self.compute_rate,
+            c1=self.attn_flops_per_pair / self.compute_rate,
+            m0=self.weight_bytes_read(batch) / self.mem_rate,
+            m1=self.kv_bytes_per_token / self.mem_rate,
+            k=self._comm.time_s(batch) + self.overhead_s,
+        )
+
+    def decode_flops(self, batch: int, context_tokens: float) -> float:
+        return self.linear_flops_per_token * batch + self.attn_flops_per_pair * context_tokens
+
+    def decode_bytes(self, batch: int, context_tokens: float) -> float:
+        return self.weight_bytes_read(batch) + self.kv_bytes_per_token * context_tokens
+
+    def decode_time_s(self, batch: int, context_tokens: float) -> float:
+        """One decode iteration: ``batch`` sequences whose contexts sum to ``context_tokens``."""
+        return self.time_s(
+            self.decode_flops(batch, context_tokens),
+            self.decode_bytes(batch, context_tokens),
+            batch,
+        )
+
+    def prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
+        """FLOP of prefilling prompts with Σn = new_tokens and Σn² = new_tokens_sq (causal
+        attention: n²/2 pairs per prompt)."""
+        return self.linear_flops_per_token * new_tokens + 0.5 * self.attn_flops_per_pair * new_tokens_sq
+
+    def mixed_cost(
+        self, new_tokens: float, new_tokens_sq: float, batch: int, context_tokens: float
+    ) -> tuple[float, float, float]:
+        """An iteration that prefills prompts (Σn, Σn²) and decodes one token for each of
+        ``batch`` running sequences with total context ``context_tokens``.
+
+        Returns:
+            (time_s, flops, bytes)
+        """
+        tokens = new_tokens + batch
+        flops = self.prefill_flops(new_tokens, new_tokens_sq) + self.attn_flops_per_pair * context_tokens
+        flops += self.linear_flops_per_token * batch
+        bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * (context_tokens + new_tokens)
+        return self.time_s(flops, bytes_moved, tokens), flops, bytes_moved
+
+    def prefill_time_s(self, prompt_tokens: int) -> float:
+        """Prefill of one prompt alone, s (the TTFT floor of an idle replica)."""
+        return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
+
+
+class _CommModel:
+    """Interconnect time of one forward: TP all-reduces and PP activation hops."""
+
+    def __init__(self, accelerator: Accelerator, model: Model, tp: int, pp: int) -> None:
+        self.tp = tp
+        self.pp = pp
+        width = (model.hidden or 0) * ACTIVATION_BYTES
+        self.allreduces = 2 * model.layers if tp > 1 and model.layers else 0
+        self.ar_alpha_s = accelerator.scaleup_latency_s
+        self.ar_s_per_token = (
+            2.0 * (tp - 1) / tp * width / accelerator.scaleup_bw_bytes_per_s if tp > 1 else 0.0
+        )
+        within_domain = tp * pp <= accelerator.scaleup_domain_size
+        self.hops = pp - 1
+        if within_domain:
+            self.hop_alpha_s = accelerator.scaleup_latency_s
+            self.hop_s_per_token = width / accelerator.scaleup_bw_bytes_per_s if pp > 1 else 0.0
+        else:
+            self.hop_alpha_s = accelerator.scaleout_latency_s
+            self.hop_s_per_token = width / accelerator.scaleout_bw_bytes_per_s if pp > 1 else 0.0
+
+    def time_s(self, tokens: float) -> float:
+        t = 0.0
+        if self.allreduces:
+            t += self.allreduces * (self.ar_alpha_s + self.ar_s_per_token * tokens)
+        if self.hops:
+            t += self.hops * (self.hop_alpha_s + self.hop_s_per_token * tokens)
+        return t
+
+
+def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int) -> float:
+    """Total time of ``n`` decode iterations with a fixed batch whose total context starts
+    at ``context0`` and grows by ``batch`` tokens per iteration (closed form, O(1)).
+
+    Iteration j costs ``max(a1 + b1·j, a2 + b2·j) + k``; the two lines cross at most once,
+    so the sum splits into two arithmetic series.
+    """
+    if n <= 0:
+        return 0.0
+    a1, b1 = line.c0 + line.c1 * context0, line.c1 * batch
+    a2, b2 = line.m0 + line.m1 * context0, line.m1 * batch
+    split = _first_index_where_second_wins(a1, b1, a2, b2, n)
+    # indices [0, split) use the first line where it wins at 0, else the second.
+    first_wins_at_0 = a1 >= a2
+    lo = (a1, b1) if first_wins_at_0 else (a2, b2)
+    hi = (a2, b2) if first_wins_at_0 else (a1, b1)
+    return _series(lo[0], lo[1], 0, split) + _series(hi[0], hi[1], split, n) + n * line.k
+
+
+def decode_stretch_iterations_done(
+    line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float
+) -> int:
+    """How many of ``n`` decode iterations have finished ``elapsed_s`` after the stretch
+    began: the largest k ≤ n with stretch_time(k) ≤ elapsed_s (binary search, O(log n))."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if decode_stretch_time_s(line, context0, batch, mid) <= elapsed_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _first_index_where_second_wins(a1: float, b1: float, a2: float, b2: float, n: int) -> int:
+    """The first integer j in [0, n] where the line that loses at j=0 overtakes the other
+    (n if never): where max() switches branch."""
+    if a1 >= a2:
+        ahead_a, ahead_b, behind_a, behind_b = a1, b1, a2, b2
+    else:
+        ahead_a, ahead_b, behind_a, behind_b = a2, b2, a1, b1
+    if behind_b <= ahead_b:
+        return n
+    j = math.floor((ahead_a - behind_a) / (behind_b - ahead_b)) + 1
+    # guard the float boundary so the split agrees with a per-iteration max()
+    while j > 0 and behind_a + behind_b * (j - 1) > ahead_a + ahead_b * (j - 1):
+        j -= 1
+    while j < n and not (behind_a + behind_b * j > ahead_a + ahead_b * j):
+        j += 1
+    return min(max(j, 0), n)
+
+
+def _series(a: float, b: float, start: int, stop: int) -> float:
+    """Σ_{j=start}^{stop-1} (a + b·j)."""
+    count = stop - start
+    if count <= 0:
+        return 0.0
+    return count * a + b * (start + stop - 1) * count / 2.0
+
+
+def decode_stretch_flops(perf: PerfModel, batch: int, context0: float, n: int) -> float:
+    """FLOP of ``n`` decode iterations (closed form)."""
+    contexts = n * context0 + batch * n * (n - 1) / 2.0
+    return perf.linear_flops_per_token * batch * n + perf.attn_flops_per_pair * contexts
+
+
+def decode_stretch_bytes(perf: PerfModel, batch: int, context0: float, n: int) -> float:
+    """Bytes moved by ``n`` decode iterations (closed form)."""
+    contexts = n * context0 + batch * n * (n - 1) / 2.0
+    return perf.weight_bytes_read(batch) * n + perf.kv_bytes_per_token * contexts

@@ -1,0 +1,54 @@
+"""One request as it moves through the engine, and its final status.
+
+Requests are small slotted objects; the engine touches each O(1) times (arrival,
+admission, phase changes, completion), never once per token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+PENDING, COMPLETED, REJECTED = 0, 1, 2
+STATUS_NAMES = {PENDING: "in_flight", COMPLETED: "completed", REJECTED: "rejected"}
+
+NAN = math.nan
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """A request and its outcome. Times are absolute simulated instants in seconds.
+
+    ``steps`` is the denoising steps per block/trajectory (diffusion kinds), ``service_s``
+    the sampled service time (service_time kind). ``share_s`` is the replica-seconds
+    attributed to this request: each iteration's time split over the tokens (or
+    samples) it processed.
+    """
+
+    id: int
+    workload: int
+    arrival_at_s: float
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    service_s: float = 0.0
+    status: int = PENDING
+    reason: str = ""
+    pool: int = -1
+    replica: int = -1
+    admitted_at_s: float = NAN
+    first_token_at_s: float = NAN
+    done_at_s: float = NAN
+    preemptions: int = 0
+    share_s: float = 0.0
+    sample_steps: int = 0
+    denoiser_flops: float = 0.0
+    # engine scratch state (meaning depends on the replica type)
+    run_seq: int = -1
+    acc_mark: float = 0.0
+    kv_offset: int = 0
+    start_iter: int = 0
+    generated: int = 0
+    phases: list = field(default_factory=list)
+    phase: int = 0
+    reserved_bytes: float = 0.0

@@ -1,0 +1,77 @@
+"""The state one run owns: SimPy environment, mode, measurement window, per-pool stats.
+
+Nothing here is module- or class-level: two runs in one process cannot interfere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts processed events (for the benchmark's
+    events-per-request figure)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events_processed = 0
+
+    def step(self) -> None:
+        self.events_processed += 1
+        super().step()
+
+
+@dataclass(slots=True)
+class PoolStats:
+    """Accumulated over the measurement window [window_start_s, window_end_s) for one pool
+    (all replicas summed). Units: seconds, FLOP, bytes, byte·seconds."""
+
+    busy_s: float = 0.0
+    flops: float = 0.0
+    bytes: float = 0.0
+    hbm_byte_s: float = 0.0
+    hbm_peak_bytes: float = 0.0
+    iterations: int = 0
+    busy_total_s: float = 0.0  # over the whole run, for energy/cost
+
+
+class RunContext:
+    """Owns one run: ``env``, ``exact`` mode flag, the measurement window and a counter of
+    requests not yet finished (to stop draining early)."""
+
+    def __init__(self, window_start_s: float, window_end_s: float, exact: bool) -> None:
+        self.env = CountingEnvironment()
+        self.exact = exact
+        self.window_start_s = window_start_s
+        self.window_end_s = window_end_s
+        self.outstanding = 0
+        self.arrivals_done = False
+        self.drained = self.env.event()
+
+    def request_finished(self) -> None:
+        self.outstanding -= 1
+        if self.outstanding == 0 and self.arrivals_done and not self.drained.triggered:
+            self.drained.succeed()
+
+    def account(
+        self, stats: PoolStats, t0: float, t1: float, flops: float, bytes_moved: float, hbm_bytes: float
+    ) -> None:
+        """Add a busy interval [t0, t1) that did ``flops`` and moved ``bytes_moved`` with
+        ``hbm_bytes`` resident, clipped to the measurement window (pro rata)."""
+        span = t1 - t0
+        if span <= 0:
+            return
+        stats.busy_total_s += span
+        stats.iterations += 1
+        overlap = min(t1, self.window_end_s) - max(t0, self.window_start_s)
+        if overlap <= 0:
+            return
+        frac = overlap / span
+        stats.busy_s += overlap
+        stats.flops += flops * frac
+        stats.bytes += bytes_moved * frac
+        stats.hbm_byte_s += hbm_bytes * overlap
+        if hbm_bytes > stats.hbm_peak_bytes:
+            stats.hbm_peak_bytes = hbm_bytes

@@ -1,0 +1,322 @@
+"""The scenario: one pydantic schema for everything a run needs.
+
+A scenario is data (Ciw-style): workloads (what is asked of the fleet), fleets (hardware
+mixes to compare), economics (prices), and run settings. ``load_scenario`` reads YAML and
+turns every validation failure into a :class:`~sim.errors.ScenarioError` naming the file,
+the field path, the bad value and what is allowed.
+
+Defaults that are facts carry their source in the field description.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sim.errors import ScenarioError
+from traffic.arrivals import ArrivalProcess as Arrival
+from traffic.distributions import (
+    AZURE_CONV_OUTPUT_LOGNORMAL,
+    AZURE_CONV_PROMPT_LOGNORMAL,
+    Distribution,
+)
+
+PRECISIONS = ("bf16", "fp8", "fp4")
+ROUTER_POLICIES = ("round_robin", "least_outstanding", "join_shortest_queue", "central_queue")
+ENGINE_MODES = ("fast", "exact")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _azure_lognormal(dist):
+    return dist.model_copy()
+
+
+class SLO(_Strict):
+    """Service-level objectives of one workload; a request meets its SLO when every set
+    bound holds (TTFT and TPOT only apply to token-streaming workloads)."""
+
+    ttft_s: float | None = Field(None, gt=0, description="p-any bound on time to first token, s")
+    tpot_s: float | None = Field(None, gt=0, description="bound on mean time per output token, s")
+    e2e_s: float | None = Field(None, gt=0, description="bound on end-to-end latency, s")
+    target: float = Field(0.99, gt=0, le=1, description="fraction of requests that must meet it")
+
+
+class _WorkloadBase(_Strict):
+    model: str = Field(description="model key from `dcsim catalog`")
+    arrival: Arrival
+    slo: SLO = SLO()
+
+
+class AutoregressiveWorkload(_WorkloadBase):
+    """LLM requests: prefill of the prompt, then token-by-token decode with a KV cache.
+
+    Default lengths are lognormals fitted to the Azure LLM inference trace 2023 (conv),
+    github.com/Azure/AzurePublicDataset (CC-BY 4.0); see traffic.distributions."""
+
+    kind: Literal["autoregressive"]
+    prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
+    output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
+
+
+class DiffusionLMWorkload(_WorkloadBase):
+    """Diffusion LM: outputs as blocks of ``block_tokens`` refined over ``steps`` denoising
+    steps each (steps drawn once per request), semi-autoregressively over blocks."""
+
+    kind: Literal["diffusion_lm"]
+    prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
+    output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
+    block_tokens: int = Field(256, ge=1, le=4096)
+    steps: Distribution = Field(default_factory=lambda: {"kind": "constant", "value": 16})
+
+
+class ImageDiffusionWorkload(_WorkloadBase):
+    """Image diffusion: ``steps`` denoiser forwards (two per step with CFG)."""
+
+    kind: Literal["image_diffusion"]
+    steps: int | None = Field(None, ge=1, le=10_000, description="default: the model's")
+    cfg: bool | None = Field(None, description="classifier-free guidance; default: the model's")
+
+
+class VideoDiffusionWorkload(ImageDiffusionWorkload):
+    kind: Literal["video_diffusion"]  # type: ignore[assignment]
+
+
+class BranchingSearchWorkload(_WorkloadBase):
+    """k candidates share the first s of N denoising steps, then fork (multiplier
+    m = k − (k−1)·s/N of one trajectory's denoiser FLOP)."""
+
+    kind: Literal["branching_search"]
+    candidates_k: int = Field(4, ge=1, le=1024)
+    shared_steps: int = Field(40, ge=0)
+    total_steps: int = Field(50, ge=1, le=10_000)
+    cfg: bool | None = None
+
+    @model_validator(mode="after")
+    def _shared_within_total(self) -> "BranchingSearchWorkload":
+        if self.shared_steps > self.total_steps:
+            raise ValueError(
+                f"shared_steps (={self.shared_steps}) must be <= total_steps (={self.total_steps})"
+            )
+        return self
+
+
+class ServiceTimeWorkload(_Strict):
+    """A request that holds one batch slot of a replica for a sampled service time.
+
+    Not a model of any real job: it exists so the engine can be checked against queueing
+    theory (M/M/c with exponential service, Erlang-C)."""
+
+    kind: Literal["service_time"]
+    arrival: Arrival
+    service_s: Distribution
+    slo: SLO = SLO()
+    model: None = None
+
+
+Workload = Annotated[
+    Union[
+        AutoregressiveWorkload,
+        DiffusionLMWorkload,
+        ImageDiffusionWorkload,
+        VideoDiffusionWorkload,
+        BranchingSearchWorkload,
+        ServiceTimeWorkload,
+    ],
+    Field(discriminator="kind"),
+]
+
+
+class PoolConfig(_Strict):
+    """Identical replicas of one model on one accelerator type.
+
+    Serving defaults follow vLLM's engine arguments (max_num_seqs 256,
+    max_num_batched_tokens 8192, block_size 16, gpu_memory_utilization 0.9, watermark 0.01;
+    docs.vllm.ai engine args, v0.6, 2024)."""
+
+    name: str = Field(min_length=1)
+    accelerator: str
+    serves: list[str] = Field(min_length=1, description="workload names this pool serves")
+    replicas: int = Field(ge=1, le=100_000)
+    tp: int = Field(1, ge=1, le=4096, description="tensor-parallel degree")
+    pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
+    precision: Literal["bf16", "fp8", "fp4"] = "fp8"
+    max_batch: int = Field(256, ge=1, le=65_536, description="max concurrent sequences/samples")
+    max_prefill_tokens: int = Field(8192, ge=1, description="token budget of one iteration")
+    kv_block_tokens: int = Field(16, ge=1, le=1024)
+    kv_watermark: float = Field(0.01, ge=0, lt=1)
+    memory_utilization: float = Field(0.9, gt=0, le=1)
+    iteration_overhead_s: float = Field(0.0, ge=0, description="fixed time per iteration")
+    min_kv_tokens: int = Field(2048, ge=0, description="KV one replica must hold beyond weights")
+    price_usd: float | None = Field(None, ge=0, description="override the catalog price per accelerator")
+    nodes_per_rack: int | None = Field(None, ge=1)
+    rack_power_budget_kw: float | None = Field(None, gt=0)
+
+
+class FleetConfig(_Strict):
+    """One hardware mix: pools plus the routing policy that spreads arrivals over them."""
+
+    name: str = Field(min_length=1)
+    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"] = (
+        "least_outstanding"
+    )
+    pools: list[PoolConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_pool_names(self) -> "FleetConfig":
+        names = [p.name for p in self.pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"pool names must be unique within a fleet; repeated: {dupes}")
+        return self
+
+
+class Economics(_Strict):
+    """Datacenter cost inputs. Defaults and their sources (../shared/data/reference/economics.csv):
+
+    - facility_capex_usd_per_mw 11.7e6: Cushman & Wakefield, Data Center Development Cost
+      Guide 2025, p.8-9, US average of 19 markets (cushwake.cld.bz).
+    - pue 1.56: Uptime Institute Global Data Center Survey 2024 industry average.
+    - electricity_usd_per_kwh 0.0892: U.S. EIA Electric Power Annual 2023, industrial
+      average price, Virginia (largest US datacenter market), released 2024-10-17.
+    - depreciation_years 5: Amazon servers useful life from 2025-01-01 (10-K FY2024);
+      Microsoft and Alphabet use 6, Meta 5.5.
+    - facility_depreciation_years 20: assumption (typical straight-line life of
+      datacenter shell and M&E plant); set your own.
+    - idle_power_fraction 0.3: assumption (an idle accelerator and its host draw ~30% of
+      full-load power); set your own.
+    - other_opex_fraction_per_year 0.0: maintenance, staff, network transit as a fraction
+      of capex per year; zero unless the planner sets it.
+    """
+
+    electricity_usd_per_kwh: float = Field(0.0892, ge=0)
+    pue: float = Field(1.56, ge=1, le=5)
+    facility_capex_usd_per_mw: float = Field(11.7e6, ge=0)
+    depreciation_years: float = Field(5.0, gt=0, le=50)
+    facility_depreciation_years: float = Field(20.0, gt=0, le=100)
+    idle_power_fraction: float = Field(0.3, ge=0, le=1)
+    other_opex_fraction_per_year: float = Field(0.0, ge=0, le=10)
+
+
+class EngineConfig(_Strict):
+    mode: Literal["fast", "exact"] = Field(
+        "fast",
+        description="fast: a replica advances many iterations per SimPy event; "
+        "exact: one event per iteration (for tests)",
+    )
+
+
+class Scenario(_Strict):
+    """Everything one run needs. Times in seconds.
+
+    Requests arrive during [0, duration_s); statistics cover those that arrived in
+    [warmup_s, duration_s). After duration_s the fleet drains for at most drain_s more;
+    requests still unfinished then are reported as in flight (and the run as unstable).
+    """
+
+    name: str = "scenario"
+    description: str = ""
+    seed: int = Field(0, ge=0, lt=2**63)
+    duration_s: float = Field(gt=0, le=30 * 86400)
+    warmup_s: float = Field(0.0, ge=0)
+    drain_s: float = Field(600.0, ge=0)
+    engine: EngineConfig = EngineConfig()
+    workloads: dict[str, Workload] = Field(min_length=1)
+    fleets: list[FleetConfig] = Field(min_length=1)
+    economics: Economics = Economics()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Scenario":
+        if self.warmup_s >= self.duration_s:
+            raise ValueError(f"warmup_s (={self.warmup_s}) must be < duration_s (={self.duration_s})")
+        names = [f.name for f in self.fleets]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"fleet names must be unique; repeated: {dupes}")
+        for fleet in self.fleets:
+            _check_serves(self, fleet)
+        return self
+
+
+def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
+    known = sorted(scenario.workloads)
+    served: set[str] = set()
+    for pool in fleet.pools:
+        for name in pool.serves:
+            if name not in scenario.workloads:
+                raise ValueError(
+                    f"fleet '{fleet.name}' pool '{pool.name}' serves unknown workload '{name}'; "
+                    f"workloads are: {known}"
+                )
+        served.update(pool.serves)
+        models = {scenario.workloads[n].model for n in pool.serves}
+        kinds = {_engine_family(scenario.workloads[n].kind) for n in pool.serves}
+        if len(models) > 1 or len(kinds) > 1:
+            raise ValueError(
+                f"fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
+                f"engines ({sorted(map(str, models))}); a pool serves one model"
+            )
+    missing = [n for n in known if n not in served]
+    if missing:
+        raise ValueError(f"fleet '{fleet.name}' has no pool serving workload(s) {missing}")
+
+
+def _engine_family(kind: str) -> str:
+    """Workload kinds that can share a replica's serving loop."""
+    return {"autoregressive": "ar", "service_time": "service"}.get(kind, "step")
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """One line per problem: ``source: field.path: message (got value)``."""
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        got = e.get("input")
+        shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+        lines.append(f"{source}: {loc}: {e['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate a mapping (e.g. parsed YAML) into a :class:`Scenario`.
+
+    Raises:
+        ScenarioError: naming ``source``, the field path, the bad value and what is allowed.
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario must be a YAML mapping, got {type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(format_validation_error(err, source)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file.
+
+    Raises:
+        ScenarioError: file missing or unreadable, YAML syntax error (with line), or any
+            validation failure (field path, bad value, allowed values).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read scenario file ({err.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ScenarioError(f"{path}:{where}: YAML syntax error: {getattr(err, 'problem', err)}") from None
+    return parse_scenario(data, str(path))
+
+
+def scenario_to_yaml(scenario: Scenario) -> str:
+    """The resolved scenario (defaults filled in) as YAML, saved beside every result."""
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)

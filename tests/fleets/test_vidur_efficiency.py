@@ -1,0 +1,42 @@
+"""The catalog's H100 efficiencies and NVLink latency reproduce from Vidur's profiles."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fleets.catalog import load_catalog
+from fleets.vidur_efficiency import all_reduce_latency_s, efficiencies, main
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+VIDUR = SHARED_DATA / "reference" / "vidur_profiling"
+MLP_CSV = VIDUR / "compute" / "h100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv"
+ALL_REDUCE_CSV = VIDUR / "network" / "h100_dgx" / "all_reduce.csv"
+
+
+def require(path: Path) -> Path:
+    if not path.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"reference data missing in CI: {path}")
+        pytest.skip(f"reference data not present: {path}")
+    return path
+
+
+def test_efficiencies_reproduce_catalog():
+    eta_c, eta_m, details = efficiencies(require(MLP_CSV))
+    h100 = load_catalog().accelerator("h100-sxm")
+    assert 0 < eta_c <= 1 and 0 < eta_m <= 1
+    assert round(eta_c, 3) == h100.compute_efficiency
+    assert round(eta_m, 3) == h100.bandwidth_efficiency
+    assert details["large_rows"] > 0 and details["small_rows"] > 0
+
+
+def test_all_reduce_latency_reproduces_catalog():
+    latency_s = all_reduce_latency_s(require(ALL_REDUCE_CSV))
+    h100 = load_catalog().accelerator("h100-sxm")
+    assert latency_s == pytest.approx(h100.scaleup_latency_s, abs=0.05e-6)
+
+
+def test_cli_prints_numbers(capsys):
+    assert main([str(require(MLP_CSV))]) == 0
+    assert "compute_efficiency 0.688" in capsys.readouterr().out

@@ -1,0 +1,271 @@
+"""Arrival processes: when requests reach the fleet.
+
+Each process is a pydantic model (its YAML configuration) with
+``arrival_times(rng, duration_s)`` -> sorted float64 seconds in [0, duration_s), drawn
+only from the numpy Generator it is given, and an analytic ``mean_rate_per_s``. The YAML
+key ``kind`` selects the class::
+
+    arrivals: {kind: poisson, rate_per_s: 5.5, diurnal: {amplitude: 0.4}}
+    arrivals: {kind: gamma, rate_per_s: 2.6, cv: 3.0}
+    arrivals: {kind: mmpp, rates_per_s: [2, 10], mean_dwell_s: [600, 60]}
+    arrivals: {kind: trace, path: traces/conv.csv, format: azure_csv, rate_scale: 2.0}
+
+Synthetic processes (poisson, gamma, mmpp) accept an optional ``diurnal`` modulation
+applied by thinning (Lewis & Shedler 1979): the base process is generated at its peak
+rate base·(1 + a) and each arrival at t is kept with probability
+(1 + a·sin(2π(t - phase_s)/period_s)) / (1 + a). Over whole periods the sine averages to
+zero, so ``mean_rate_per_s`` is the base rate. Thinning preserves Poisson and MMPP
+structure; a thinned gamma renewal process is no longer exactly gamma (its CV moves
+towards 1 as the amplitude grows).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, TypeAdapter, model_validator
+
+from sim.errors import TraceError
+from traffic.traces import Trace, TraceFormat, load_trace
+
+
+def _check_duration(duration_s: float) -> None:
+    if not (math.isfinite(duration_s) and duration_s > 0):
+        raise ValueError(f"duration_s(={duration_s}) must be finite and > 0")
+
+
+class Diurnal(BaseModel):
+    """Sinusoidal day/night modulation: rate(t) = base·(1 + amplitude·sin(2π(t - phase_s)/period_s))."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    amplitude: float = Field(ge=0, lt=1)
+    period_s: PositiveFloat = 86400.0
+    phase_s: float = 0.0
+
+    def factor(self, at_s: np.ndarray) -> np.ndarray:
+        """Rate multiplier at instants ``at_s`` (seconds); same shape as ``at_s``."""
+        return 1.0 + self.amplitude * np.sin(2.0 * np.pi * (at_s - self.phase_s) / self.period_s)
+
+
+class _Synthetic(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    diurnal: Diurnal | None = None
+
+    def arrival_times(self, rng: np.random.Generator, duration_s: float) -> np.ndarray:
+        """Sorted arrival instants in [0, duration_s), float64 shape (k,), k random.
+
+        Raises:
+            ValueError: duration_s not finite and > 0.
+        """
+        _check_duration(duration_s)
+        if self.diurnal is None:
+            return self._base_times(rng, duration_s, 1.0)
+        peak = 1.0 + self.diurnal.amplitude
+        times = self._base_times(rng, duration_s, peak)
+        keep = rng.random(times.size) * peak < self.diurnal.factor(times)
+        return times[keep]
+
+    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
+        """Arrivals of the process with every rate multiplied by ``scale``."""
+        raise NotImplementedError
+
+    @property
+    def mean_rate_per_s(self) -> float:
+        """Long-run mean arrival rate (requests/s); the diurnal factor averages to 1."""
+        raise NotImplementedError
+
+
+class PoissonArrivals(_Synthetic):
+    """Poisson process: exponential inter-arrivals of mean 1/rate_per_s."""
+
+    kind: Literal["poisson"] = "poisson"
+    rate_per_s: PositiveFloat
+
+    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
+        count = rng.poisson(self.rate_per_s * scale * duration_s)
+        return np.sort(rng.uniform(0.0, duration_s, size=count))
+
+    @property
+    def mean_rate_per_s(self) -> float:
+        return self.rate_per_s
+
+
+class GammaArrivals(_Synthetic):
+    """Renewal process with gamma inter-arrivals of mean 1/rate_per_s and CV ``cv``.
+
+    Shape k = 1/cv², scale = 1/(rate·k); cv = 1 is Poisson, cv > 1 is bursty. It is an
+    ordinary renewal process: the first arrival is one inter-arrival after t = 0, so the
+    expected count over T is rate·T + (cv² - 1)/2 + o(1) (Cox, Renewal Theory, 1962).
+    """
+
+    kind: Literal["gamma"] = "gamma"
+    rate_per_s: PositiveFloat
+    cv: PositiveFloat
+
+    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
+        shape = 1.0 / self.cv**2
+        gap_scale_s = 1.0 / (self.rate_per_s * scale * shape)
+        expected = self.rate_per_s * scale * duration_s
+        chunk = int(expected + 6.0 * self.cv * math.sqrt(expected) + 16)
+        parts, last_s = [], 0.0
+        while last_s < duration_s:
+            times = last_s + np.cumsum(rng.gamma(shape, gap_scale_s, size=chunk))
+            parts.append(times)
+            last_s = float(times[-1])
+        times = np.concatenate(parts)
+        return times[times < duration_s]
+
+    @property
+    def mean_rate_per_s(self) -> float:
+        return self.rate_per_s
+
+
+class MMPPArrivals(_Synthetic):
+    """Markov-modulated Poisson process.
+
+    State i emits Poisson arrivals at ``rates_per_s[i]`` for an exponential dwell of mean
+    ``mean_dwell_s[i]``, then moves to state (i + 1) mod n (a cycle; with two states this
+    is the usual on/off MMPP). The start state is drawn with probability proportional to
+    its mean dwell, which with memoryless dwells makes the process stationary from t = 0.
+    Mean rate = Σ rate_i·dwell_i / Σ dwell_i (time-weighted; holds for any routing whose
+    embedded chain visits states equally often, the cycle included).
+    """
+
+    kind: Literal["mmpp"] = "mmpp"
+    rates_per_s: list[NonNegativeFloat] = Field(min_length=2)
+    mean_dwell_s: list[PositiveFloat] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _check_states(self) -> MMPPArrivals:
+        if len(self.rates_per_s) != len(self.mean_dwell_s):
+            raise ValueError(
+                f"mmpp needs one mean_dwell_s per state: {len(self.rates_per_s)} rates_per_s, "
+                f"{len(self.mean_dwell_s)} mean_dwell_s"
+            )
+        if max(self.rates_per_s) <= 0:
+            raise ValueError(f"mmpp rates_per_s must have at least one rate > 0, got {self.rates_per_s}")
+        return self
+
+    def _sojourns(self, rng: np.random.Generator, duration_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(state, start_s, length_s) of every sojourn overlapping [0, duration_s)."""
+        dwell = np.asarray(self.mean_dwell_s)
+        n_states = dwell.size
+        state0 = int(rng.choice(n_states, p=dwell / dwell.sum()))
+        chunk = int(n_states * duration_s / dwell.sum()) + 2 * n_states + 8
+        states, lengths, total_s = [], [], 0.0
+        while total_s < duration_s:
+            chunk_states = (state0 + sum(s.size for s in states) + np.arange(chunk)) % n_states
+            chunk_lengths = rng.exponential(dwell[chunk_states])
+            states.append(chunk_states)
+            lengths.append(chunk_lengths)
+            total_s += float(chunk_lengths.sum())
+        state, length_s = np.concatenate(states), np.concatenate(lengths)
+        start_s = np.concatenate(([0.0], np.cumsum(length_s)[:-1]))
+        inside = start_s < duration_s
+        state, start_s = state[inside], start_s[inside]
+        return state, start_s, np.minimum(length_s[inside], duration_s - start_s)
+
+    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
+        state, start_s, length_s = self._sojourns(rng, duration_s)
+        counts = rng.poisson(np.asarray(self.rates_per_s)[state] * scale * length_s)
+        offsets = rng.random(int(counts.sum())) * np.repeat(length_s, counts)
+        return np.sort(np.repeat(start_s, counts) + offsets)
+
+    @property
+    def mean_rate_per_s(self) -> float:
+        return float(np.dot(self.rates_per_s, self.mean_dwell_s) / np.sum(self.mean_dwell_s))
+
+
+class TraceArrivals(BaseModel):
+    """Replay of a recorded trace (see :mod:`traffic.traces`).
+
+    Trace instant t (seconds after the trace's first request) with t >= ``start_s`` arrives
+    at (t - start_s) / rate_scale; rate_scale = 2 replays twice as fast. Without ``loop``
+    the replay ends with the trace; with ``loop`` the segment repeats with period
+    P = (last - start_s) + g trace-seconds, g being the segment's mean inter-arrival gap,
+    so the join looks like any other gap. ``path`` is relative to the current directory
+    unless absolute. ``arrival_times`` ignores its rng: a replay is deterministic.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["trace"] = "trace"
+    path: Path
+    format: TraceFormat
+    rate_scale: PositiveFloat = 1.0
+    start_s: NonNegativeFloat = 0.0
+    loop: bool = False
+
+    def with_path(self, new_path: str | Path) -> TraceArrivals:
+        """A copy reading ``new_path`` instead (the CLI ``--trace`` override)."""
+        return self.model_copy(update={"path": Path(new_path)})
+
+    def trace(self) -> Trace:
+        """The loaded trace; raises TraceError for a missing or malformed file."""
+        return load_trace(self.path, self.format)
+
+    def _segment(self) -> tuple[np.ndarray, np.ndarray]:
+        """(trace-seconds after start_s, row index) of the rows at or after start_s."""
+        trace = self.trace()
+        first = int(np.searchsorted(trace.arrival_s, self.start_s, side="left"))
+        if first == trace.rows:
+            raise TraceError(
+                f"{trace.source_path}: start_s={self.start_s} is beyond the trace span ({trace.span_s:.1f} s)"
+            )
+        return trace.arrival_s[first:] - self.start_s, np.arange(first, trace.rows)
+
+    def _period_s(self, offsets_s: np.ndarray) -> float:
+        if offsets_s.size < 2 or offsets_s[-1] <= offsets_s[0]:
+            raise TraceError(
+                f"{self.path}: loop needs at least two distinct arrival times after start_s={self.start_s}"
+            )
+        return float(offsets_s[-1] + (offsets_s[-1] - offsets_s[0]) / (offsets_s.size - 1))
+
+    def _select(self, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """(arrival instants in [0, duration_s), trace row index of each)."""
+        _check_duration(duration_s)
+        offsets_s, rows = self._segment()
+        if self.loop:
+            period_s = self._period_s(offsets_s)
+            copies = int(duration_s * self.rate_scale // period_s) + 1
+            offsets_s = (offsets_s[None, :] + period_s * np.arange(copies)[:, None]).ravel()
+            rows = np.tile(rows, copies)
+        times_s = offsets_s / self.rate_scale
+        keep = times_s < duration_s
+        return times_s[keep], rows[keep]
+
+    def arrival_times(self, rng: np.random.Generator | None, duration_s: float) -> np.ndarray:
+        """Sorted arrival instants in [0, duration_s), float64 shape (k,); ``rng`` is unused.
+
+        Raises:
+            TraceError: bad trace file, start_s past the end, or loop over < 2 distinct times.
+            ValueError: duration_s not finite and > 0.
+        """
+        return self._select(duration_s)[0]
+
+    def lengths(self, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt_tokens, output_tokens), int64 shape (k,), aligned with ``arrival_times``.
+
+        Zero counts in the trace are raised to 1 (as ``sample_tokens`` does): every request
+        has a prompt and produces at least its first token.
+        """
+        rows = self._select(duration_s)[1]
+        trace = self.trace()
+        return np.maximum(trace.prompt_tokens[rows], 1), np.maximum(trace.output_tokens[rows], 1)
+
+    @property
+    def mean_rate_per_s(self) -> float:
+        """Requests/s: rows/(last - start_s)·rate_scale (trace_summary.csv convention), or
+        rows/P·rate_scale when looping."""
+        offsets_s, _ = self._segment()
+        span_s = self._period_s(offsets_s) if self.loop else float(offsets_s[-1])
+        return offsets_s.size * self.rate_scale / span_s if span_s > 0 else math.inf
+
+
+ArrivalProcess = Annotated[
+    Union[PoissonArrivals, GammaArrivals, MMPPArrivals, TraceArrivals],
+    Field(discriminator="kind"),
+]
+ARRIVAL_ADAPTER: TypeAdapter[ArrivalProcess] = TypeAdapter(ArrivalProcess)
