@@ -146,6 +146,7 @@ class FleetRun:
     pools: pd.DataFrame
     end_s: float
     events: int
+    timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
     pool_objects: list = field(default_factory=list, repr=False)
 
 
@@ -184,11 +185,17 @@ def simulate(
     requests: list[Request] = []
     total = sum(len(d) for d in demand.values())
     run.outstanding = total
+    routers = []
+    first_id = 0
     for w, name in enumerate(names):
         serving = [p for p in pools if w in p.workloads]
-        router = Router(run, fleet_cfg.router, serving)
-        run.env.process(_arrivals(run, w, demand[name], router, requests))
+        routers.append(Router(run, fleet_cfg.router, serving))
+        run.env.process(_arrivals(run, w, first_id, demand[name], routers[-1], requests))
+        first_id += len(demand[name])
     run.env.process(_stop_arrivals(run, scenario.duration_s))
+    samples: list[tuple] = []
+    interval = scenario.sample_interval_s or scenario.duration_s / 120.0
+    run.env.process(_sampler(run, pools, routers, interval, samples))
     _run(run, scenario, total, progress)
     return FleetRun(
         fleet=fleet_cfg.name,
@@ -196,6 +203,7 @@ def simulate(
         pools=_pools_frame(pools, fleet_cfg.name),
         end_s=run.env.now,
         events=run.env.events_processed,
+        timeseries=_timeseries_frame(samples, pools, fleet_cfg.name),
         pool_objects=pools,
     )
 
@@ -209,9 +217,9 @@ def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:
     raise KeyError(f"no fleet named {fleet!r}; fleets: {[f.name for f in scenario.fleets]}")
 
 
-def _arrivals(run: RunContext, w: int, d: WorkloadDemand, router: Router, requests: list):
+def _arrivals(run: RunContext, w: int, ids: int, d: WorkloadDemand, router: Router, requests: list):
+    """Create workload ``w``'s requests at their arrival instants (ids ``ids``, ``ids``+1, …)."""
     env = run.env
-    ids = len(requests)
     times = d.arrival_s.tolist()
     prompt, output, steps, service = (d.prompt_tokens.tolist(), d.output_tokens.tolist(), d.steps.tolist(), d.service_s.tolist())
     for i, t in enumerate(times):
@@ -228,6 +236,27 @@ def _arrivals(run: RunContext, w: int, d: WorkloadDemand, router: Router, reques
         )
         requests.append(req)
         router.dispatch(req)
+
+
+def _sampler(run: RunContext, pools: list[Pool], routers: list[Router], interval_s: float, out: list):
+    """Every ``interval_s``: per pool, requests outstanding (queued or running) and
+    queued, plus the routers' central queues; busy time is the pool's cumulative total
+    (its differences give utilisation over time)."""
+    env = run.env
+    while not run.drained.triggered:
+        central = sum(len(r.queue) for r in routers)
+        for p in pools:
+            outstanding = sum(r.outstanding for r in p.replicas)
+            queued = sum(r.queued for r in p.replicas)
+            out.append((env.now, p.index, outstanding, queued, central, p.stats.busy_total_s))
+        yield env.timeout(interval_s)
+
+
+def _timeseries_frame(samples: list[tuple], pools: list[Pool], fleet: str) -> pd.DataFrame:
+    df = pd.DataFrame(samples, columns=["t_s", "pool", "outstanding", "queued", "central_queued", "busy_total_s"])
+    df.insert(0, "fleet", fleet)
+    df["pool"] = [pools[i].name for i in df["pool"]]
+    return df
 
 
 def _stop_arrivals(run: RunContext, duration_s: float):

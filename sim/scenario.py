@@ -225,6 +225,9 @@ class Scenario(_Strict):
     duration_s: float = Field(gt=0, le=30 * 86400)
     warmup_s: float = Field(0.0, ge=0)
     drain_s: float = Field(600.0, ge=0)
+    sample_interval_s: float | None = Field(
+        None, gt=0, description="time-series sampling period; default duration_s / 120"
+    )
     engine: EngineConfig = EngineConfig()
     workloads: dict[str, Workload] = Field(min_length=1)
     fleets: list[FleetConfig] = Field(min_length=1)
