@@ -82,8 +82,10 @@ def workload_summary(requests: pd.DataFrame, scenario: Scenario) -> pd.DataFrame
     window = scenario.duration_s - scenario.warmup_s
     rows = []
     measured = requests[requests["measured"]]
-    for (fleet, name), g in measured.groupby(["fleet", "workload"], observed=True, sort=False):
-        rows.append(_workload_row(fleet, name, g, scenario, window))
+    for fleet in requests["fleet"].unique():
+        for name in scenario.workloads:
+            g = measured[(measured["fleet"] == fleet) & (measured["workload"] == name)]
+            rows.append(_workload_row(fleet, name, g, scenario, window))
     return pd.DataFrame(rows)
 
 

@@ -28,7 +28,7 @@ class FleetProgress:
             disable=not sys.stderr.isatty(),
             leave=False,
             dynamic_ncols=True,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim-s {postfix}",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim-s{postfix}",
         )
 
     def __call__(self, sim_time_s: float, requests_finished: int) -> None:

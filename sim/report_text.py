@@ -176,9 +176,11 @@ def run_report(results: Results) -> str:
             f"measured after {seconds(sc.warmup_s)} warm-up, {len(sc.fleets)} fleet(s)")
     parts = [head]
     summary = results.summary
-    for name in sc.workloads:
-        g = summary[summary["workload"] == name]
-        if not g.empty:
+    for name, wl in sc.workloads.items():
+        g = summary[summary["workload"] == name] if "workload" in summary.columns else summary
+        if g.empty:
+            parts.append(f"Workload {name} ({wl.kind}): no requests arrived in the measurement window")
+        else:
             parts.append(workload_table(name, g))
     for _, fleet in results.fleets.iterrows():
         parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]]))

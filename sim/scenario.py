@@ -311,6 +311,8 @@ def load_scenario(path: str | Path) -> Scenario:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ScenarioError(f"{path}: cannot read scenario file ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
