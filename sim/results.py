@@ -24,6 +24,8 @@ class Results:
     - ``summary``: one row per fleet × workload (latency tails, SLO attainment, $/request).
     - ``fleets``: one row per fleet (accelerators, capex, opex per month, IT power).
     - ``events``: SimPy events processed per fleet (engine cost).
+    - ``end_s``: simulated instant each fleet's run ended (costs cover [0, end_s]).
+    - ``timeseries``: per pool, sampled outstanding/queued requests and busy time.
     """
 
     scenario: Scenario
@@ -32,6 +34,8 @@ class Results:
     summary: pd.DataFrame
     fleets: pd.DataFrame
     events: dict[str, int]
+    end_s: dict[str, float]
+    timeseries: pd.DataFrame
 
 
 def check_fleets(scenario: Scenario) -> None:
@@ -53,14 +57,16 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
     check_fleets(scenario)
     demand = generate_demand(scenario)
     total = sum(len(d) for d in demand.values())
-    requests, pools, events = [], [], {}
+    requests, pools, series, events, ends = [], [], [], {}, {}
     for fleet in scenario.fleets:
         callback = progress(fleet.name, scenario.duration_s + scenario.drain_s, total) if progress else None
         run = simulate(scenario, fleet.name, demand=demand, progress=callback)
         table = pool_table(run, scenario)
         pools.append(table)
         requests.append(costed_requests(run, table))
+        series.append(run.timeseries)
         events[fleet.name] = run.events
+        ends[fleet.name] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
     return Results(
@@ -70,4 +76,6 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
         summary=workload_summary(requests_df, scenario),
         fleets=fleet_table(pools_df),
         events=events,
+        end_s=ends,
+        timeseries=pd.concat(series, ignore_index=True),
     )
