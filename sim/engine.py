@@ -26,7 +26,7 @@ from sim.replica_service import ServiceReplica
 from sim.replica_step import StepReplica
 from sim.request import STATUS_NAMES, Request
 from sim.router import Router
-from sim.run import PoolStats, RunContext
+from sim.run import PoolStats, RunContext, events_processed
 from sim.scenario import FleetConfig, PoolConfig, Scenario, _engine_family
 from sim.shapes import step_shape
 
@@ -202,7 +202,7 @@ def simulate(
         requests=_requests_frame(requests, names, scenario, pools, fleet_cfg.name),
         pools=_pools_frame(pools, fleet_cfg.name),
         end_s=run.env.now,
-        events=run.env.events_processed,
+        events=events_processed(run.env),
         timeseries=_timeseries_frame(samples, pools, fleet_cfg.name),
         pool_objects=pools,
     )

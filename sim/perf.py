@@ -84,6 +84,7 @@ class PerfModel:
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
         self._comm = _CommModel(accelerator, model, tp, pp)
+        self._lines: dict[int, DecodeLine] = {}
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -116,7 +117,14 @@ class PerfModel:
 
     # --- autoregressive -------------------------------------------------------------
     def decode_line(self, batch: int) -> DecodeLine:
-        """Coefficients of a decode iteration of ``batch`` sequences (one token each)."""
+        """Coefficients of a decode iteration of ``batch`` sequences (one token each)
+        (memoised per batch size)."""
+        line = self._lines.get(batch)
+        if line is None:
+            line = self._lines[batch] = self._decode_line(batch)
+        return line
+
+    def _decode_line(self, batch: int) -> DecodeLine:
         return DecodeLine(
             c0=self.linear_flops_per_token * batch / self.compute_rate,
             c1=self.attn_flops_per_pair / self.compute_rate,
@@ -199,33 +207,72 @@ def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int)
     at ``context0`` and grows by ``batch`` tokens per iteration (closed form, O(1)).
 
     Iteration j costs ``max(a1 + b1·j, a2 + b2·j) + k``; the two lines cross at most once,
-    so the sum splits into two arithmetic series.
+    so the sum splits into two arithmetic series at the crossing.
     """
     if n <= 0:
         return 0.0
     a1, b1 = line.c0 + line.c1 * context0, line.c1 * batch
     a2, b2 = line.m0 + line.m1 * context0, line.m1 * batch
+    if a1 < a2:
+        a1, b1, a2, b2 = a2, b2, a1, b1  # (a1, b1): the line ahead at j = 0
+    if b2 <= b1:  # the line ahead stays ahead: one series
+        return n * (a1 + line.k) + b1 * (n - 1) * n / 2.0
     split = _first_index_where_second_wins(a1, b1, a2, b2, n)
-    # indices [0, split) use the first line where it wins at 0, else the second.
-    first_wins_at_0 = a1 >= a2
-    lo = (a1, b1) if first_wins_at_0 else (a2, b2)
-    hi = (a2, b2) if first_wins_at_0 else (a1, b1)
-    return _series(lo[0], lo[1], 0, split) + _series(hi[0], hi[1], split, n) + n * line.k
+    return _series(a1, b1, 0, split) + _series(a2, b2, split, n) + n * line.k
+
+
+def decode_stretch_cut(
+    line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float
+) -> tuple[int, float]:
+    """Cut a stretch of ``n`` iterations ``elapsed_s`` after it began, at the end of the
+    iteration in progress: returns (iterations, their total time), iterations ≤ n."""
+    k = decode_stretch_iterations_done(line, context0, batch, n, elapsed_s)
+    k = min(k + 1, n)
+    return k, decode_stretch_time_s(line, context0, batch, k)
 
 
 def decode_stretch_iterations_done(
     line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float
 ) -> int:
     """How many of ``n`` decode iterations have finished ``elapsed_s`` after the stretch
-    began: the largest k ≤ n with stretch_time(k) ≤ elapsed_s (binary search, O(log n))."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if decode_stretch_time_s(line, context0, batch, mid) <= elapsed_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    began: the largest k ≤ n with stretch_time(k) ≤ elapsed_s.
+
+    Within one branch of the max() the stretch time is quadratic in k, so k comes from
+    the quadratic formula; the result is then checked against the exact sum (so float
+    rounding can never make it disagree with :func:`decode_stretch_time_s`).
+    """
+    guess = _solve_iterations(line, context0, batch, n, elapsed_s)
+    k = min(max(guess, 0), n)
+    while k > 0 and decode_stretch_time_s(line, context0, batch, k) > elapsed_s:
+        k -= 1
+    while k < n and decode_stretch_time_s(line, context0, batch, k + 1) <= elapsed_s:
+        k += 1
+    return k
+
+
+def _solve_iterations(line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float) -> int:
+    """Approximate inverse of the stretch time (see decode_stretch_iterations_done)."""
+    a1, b1 = line.c0 + line.c1 * context0 + line.k, line.c1 * batch
+    a2, b2 = line.m0 + line.m1 * context0 + line.k, line.m1 * batch
+    split = _first_index_where_second_wins(a1 - line.k, b1, a2 - line.k, b2, n)
+    first = (a1, b1) if a1 >= a2 else (a2, b2)
+    second = (a2, b2) if a1 >= a2 else (a1, b1)
+    head = _series(first[0], first[1], 0, split)
+    if elapsed_s < head or split >= n:
+        return _quadratic_count(first[0], first[1], 0, elapsed_s)
+    return split + _quadratic_count(second[0] + second[1] * split, second[1], 0, elapsed_s - head)
+
+
+def _quadratic_count(a: float, b: float, _start: int, budget: float) -> int:
+    """Largest k with Σ_{j<k} (a + b·j) = k·a + b·k(k−1)/2 ≤ budget (a > 0, b ≥ 0)."""
+    if budget <= 0:
+        return 0
+    if b <= 0:
+        return int(budget / a)
+    # b/2·k² + (a − b/2)·k − budget = 0
+    half = b / 2.0
+    lin = a - half
+    return int((-lin + math.sqrt(lin * lin + 4.0 * half * budget)) / (2.0 * half))
 
 
 def _first_index_where_second_wins(a1: float, b1: float, a2: float, b2: float, n: int) -> int:

@@ -18,6 +18,11 @@ KV bookkeeping is O(block size) per query, not O(batch): every running sequence 
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
 (``a_i`` fixed while it runs) and Σ⌈(a_i+I)/B⌉ follows from Σa_i and a histogram of
 ``a_i mod B``.
+
+The replica is a small state machine driven by SimPy timeouts (``Event.callbacks``), not
+a generator process: cutting a stretch schedules a new timeout for the earlier boundary
+and the superseded one fires later and is ignored, so a cut costs one event and no
+generator ``throw``.
 """
 
 from __future__ import annotations
@@ -27,12 +32,10 @@ import math
 from collections import deque
 from itertools import count
 
-import simpy
-
 from sim.perf import (
     decode_stretch_bytes,
+    decode_stretch_cut,
     decode_stretch_flops,
-    decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
 from sim.request import COMPLETED, Request
@@ -63,23 +66,27 @@ class ARReplica:
         self.waiting: deque[Request] = deque()
         self.heap: list[tuple[int, int, Request]] = []
         self.order: list[tuple[int, Request]] = []
+        self.outstanding = 0  # queued + running; a plain counter so routers can min() fast
         self.n_running = 0
         self.iters = 0
         self.sum_offsets = 0
         self.residues = [0] * self.block
+        self._blocks_key = (-1, -1)
+        self._blocks_value = 0
+        self._version = 0
         self.acc = 0.0
         self.seq = count()
         self.listeners: list = []
-        self._idle: simpy.Event | None = None
+        self._timer = None  # the pending timeout this replica acts on; others are stale
+        self._busy = False
         self._cuttable = False
-        self._stretch_free_blocks = 0
-        self.process = self.env.process(self._loop())
+        # the iteration(s) in flight
+        self._start = 0.0
+        self._admitted: list[Request] = []
+        self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
+        self._stretch: list | None = None
 
     # --- queries used by routers ---------------------------------------------------
-    @property
-    def outstanding(self) -> int:
-        return self.n_running + len(self.waiting)
-
     @property
     def queued(self) -> int:
         return len(self.waiting)
@@ -90,26 +97,43 @@ class ARReplica:
 
     # --- KV cache ------------------------------------------------------------------
     def blocks_used(self, counter: int) -> int:
-        """Σ⌈(a_i + counter)/B⌉ over running sequences, in O(B)."""
+        """Σ⌈(a_i + counter)/B⌉ over running sequences, in O(B) (cached per state)."""
         if not self.n_running:
             return 0
+        key = (counter, self._version)
+        if key == self._blocks_key:
+            return self._blocks_value
         b = self.block
         pad = 0
         for rho, n in enumerate(self.residues):
             if n:
                 pad += n * ((-(rho + counter)) % b)
-        return (self.sum_offsets + self.n_running * counter + pad) // b
+        value = (self.sum_offsets + self.n_running * counter + pad) // b
+        self._blocks_key, self._blocks_value = key, value
+        return value
 
-    def _kv_fit_iterations(self, limit: int) -> int:
-        """How many of the next ``limit`` decode iterations the KV cache can hold."""
-        b, blk, last = self.n_running, self.block, self.iters + limit - 1
+    def blocks_used_bounds(self, counter: int) -> tuple[float, float]:
+        """O(1) bounds on :meth:`blocks_used`: Σ(a_i+counter)/B ≤ used ≤ that + batch."""
+        low = (self.sum_offsets + self.n_running * counter) / self.block
+        return low, low + self.n_running
+
+    def kv_bytes_estimate(self, counter: int) -> float:
+        """KV bytes resident at ``counter`` for the HBM-occupancy statistics: the tokens
+        held plus half a block of paging slack per sequence (O(1))."""
+        tokens = self.sum_offsets + self.n_running * counter + self.n_running * (self.block - 1) / 2
+        return min(tokens, self.cap_blocks * self.block) * self.perf.kv_bytes_per_token
+
+    def _kv_fit_iterations(self, limit: int, first: int) -> int:
+        """How many of ``limit`` decode iterations from counter ``first`` the KV cache
+        can hold."""
+        b, blk, last = self.n_running, self.block, first + limit - 1
         upper = (self.sum_offsets + b * last) / blk + b
         if upper <= self.cap_blocks:
             return limit
         lo, hi = 0, limit
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.blocks_used(self.iters + mid - 1) <= self.cap_blocks:
+            if self.blocks_used(first + mid - 1) <= self.cap_blocks:
                 lo = mid
             else:
                 hi = mid - 1
@@ -123,6 +147,7 @@ class ARReplica:
         self.sum_offsets += req.kv_offset
         self.residues[req.kv_offset % self.block] += 1
         self.n_running += 1
+        self._version += 1
         heapq.heappush(self.heap, (self.iters + req.output_tokens - req.generated, seq, req))
         self.order.append((seq, req))
 
@@ -130,38 +155,46 @@ class ARReplica:
         self.sum_offsets -= req.kv_offset
         self.residues[req.kv_offset % self.block] -= 1
         self.n_running -= 1
+        self._version += 1
         req.share_s += self.acc - req.acc_mark
         req.run_seq = -1
 
     # --- arrivals ------------------------------------------------------------------
     def submit(self, req: Request) -> None:
-        """Queue ``req``; wake the loop if idle, or cut a decode stretch at the next
+        """Queue ``req``; wake the replica if idle, or cut a decode stretch at the next
         iteration boundary if the request could be admitted there."""
         req.replica = self.index
+        self.outstanding += 1
         self.waiting.append(req)
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
+        if not self._busy:
+            self._busy = True
+            self._start_timer(0.0)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self.n_running < self.max_batch:
             need = -(-req.prompt_tokens // self.block)
-            if need <= self._stretch_free_blocks - self.watermark_blocks:
-                self._cuttable = False
-                self.process.interrupt()
+            if need <= self._stretch[5] - self.watermark_blocks:
+                self._cut()
 
-    # --- the serving loop ----------------------------------------------------------
-    def _loop(self):
-        env = self.env
-        while True:
-            self._finish_completed()
-            preempted = self._preempt_if_needed()
-            admitted = [] if preempted else self._admit()
-            if admitted:
-                yield from self._mixed_iteration(admitted)
-            elif self.n_running:
-                yield from self._decode()
-            else:
-                self._idle = env.event()
-                yield self._idle
-                self._idle = None
+    def _start_timer(self, delay: float) -> None:
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(self._on_timer)
+        self._timer = timer
+
+    def _on_timer(self, timer) -> None:
+        if timer is not self._timer:
+            return  # superseded by a cut
+        self._timer = None
+        self._finish()
+        self._boundary()
+
+    # --- iteration boundaries ------------------------------------------------------
+    def _boundary(self) -> None:
+        self._finish_completed()
+        preempted = self._preempt_if_needed()
+        admitted = [] if preempted else self._admit()
+        if admitted or self.n_running:
+            self._begin(admitted)
+        else:
+            self._busy = False
 
     def _finish_completed(self) -> None:
         heap, now, freed = self.heap, self.env.now, False
@@ -173,6 +206,7 @@ class ARReplica:
             req.generated = req.output_tokens
             req.status = COMPLETED
             req.done_at_s = now
+            self.outstanding -= 1
             freed = True
             self.run.request_finished()
         if freed:
@@ -184,6 +218,8 @@ class ARReplica:
     def _preempt_if_needed(self) -> bool:
         """Recompute-preempt the latest admitted sequences until the next iteration fits."""
         preempted = False
+        if self.blocks_used_bounds(self.iters)[1] <= self.cap_blocks:
+            return False
         while self.n_running > 1 and self.blocks_used(self.iters) > self.cap_blocks:
             seq, victim = self.order.pop()
             if victim.run_seq != seq:
@@ -197,15 +233,22 @@ class ARReplica:
 
     def _admit(self) -> list[Request]:
         admitted: list[Request] = []
-        if not self.waiting:
+        if not self.waiting or self.n_running >= self.max_batch:
             return admitted
-        free = self.cap_blocks - self.blocks_used(self.iters) - self.watermark_blocks
+        # exact block count only when the O(1) lower bound on free blocks is not enough
+        free = self.cap_blocks - math.floor(self.blocks_used_bounds(self.iters)[1]) - self.watermark_blocks
+        exact = False
         budget = self.max_prefill_tokens
         while self.waiting and self.n_running < self.max_batch:
             req = self.waiting[0]
             tokens = req.prompt_tokens + req.generated
             need = -(-tokens // self.block)
-            if need > free or (admitted and tokens > budget):
+            if admitted and tokens > budget:
+                break
+            if need > free and not exact:
+                exact = True
+                free = self.cap_blocks - self.blocks_used(self.iters) - self.watermark_blocks
+            if need > free:
                 break
             self.waiting.popleft()
             free -= need
@@ -214,69 +257,92 @@ class ARReplica:
             admitted.append(req)
         return admitted
 
-    def _mixed_iteration(self, admitted: list[Request]):
-        env, perf = self.env, self.perf
-        start = env.now
+    # --- a run of iterations: [one mixed prefill+decode iteration] + n decode-only ------
+    def _begin(self, admitted: list[Request]) -> None:
+        """Start the iterations until the next boundary: the mixed iteration that prefills
+        ``admitted`` (if any), then, in fast mode, decode iterations up to the first
+        completion or KV exhaustion, as one timeout."""
+        perf, heap = self.perf, self.heap
+        t_mixed = 0.0
+        if admitted:
+            t_mixed = self._mixed_cost(admitted)
+        after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
+        while heap[0][1] != heap[0][2].run_seq:
+            heapq.heappop(heap)
+        b = self.n_running
+        context0 = self.sum_offsets + b * after
+        line = perf.decode_line(b)
+        remaining = heap[0][0] - after
+        if self.run.exact:
+            n = 0 if admitted else 1
+            total = perf.decode_time_s(b, context0) if n else 0.0
+        else:
+            n = self._kv_fit_iterations(remaining, after) if remaining > 0 else 0
+            assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
+            total = decode_stretch_time_s(line, context0, b, n)
+            self._cuttable = True
+        # an upper bound on free blocks keeps the cut test conservative (never misses)
+        free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+        self._start = self.env.now
+        self._admitted = admitted
+        self._stretch = [b, context0, n, total, line, free, t_mixed]
+        self._start_timer(t_mixed + total)
+
+    def _mixed_cost(self, admitted: list[Request]) -> float:
         n_decode = self.n_running - len(admitted)
-        new_tokens = sum(r.prompt_tokens + r.generated for r in admitted)
-        new_sq = float(sum((r.prompt_tokens + r.generated) ** 2 for r in admitted))
-        admitted_offsets = sum(r.kv_offset for r in admitted)
+        new_tokens = 0
+        new_sq = 0.0
+        admitted_offsets = 0
+        for r in admitted:
+            tokens = r.prompt_tokens + r.generated
+            new_tokens += tokens
+            new_sq += float(tokens) * tokens
+            admitted_offsets += r.kv_offset
         context = self.sum_offsets - admitted_offsets + n_decode * self.iters  # of decoders
-        t, flops, bytes_moved = perf.mixed_cost(new_tokens, new_sq, n_decode, context)
-        hbm = perf.weight_bytes + self.blocks_used(self.iters) * self.block_bytes
-        yield env.timeout(t)
+        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context)
+        hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        self._mixed = (t, flops, bytes_moved, new_tokens + n_decode, hbm)
+        return t
+
+    def _cut(self) -> None:
+        """End the running iterations at the iteration boundary after now."""
+        b, context0, n, _, line, _, t_mixed = self._stretch
+        elapsed = self.env.now - self._start - t_mixed
+        if elapsed < 0:  # still in the mixed iteration: stop right after it
+            n, total = 0, 0.0
+        else:
+            n, total = decode_stretch_cut(line, context0, b, n, elapsed)
+        self._stretch[2], self._stretch[3] = n, total
+        self._cuttable = False
+        self._start_timer(max(self._start + t_mixed + total - self.env.now, 0.0))
+
+    def _finish(self) -> None:
+        if self._stretch is None:  # the wake-up timer of an idle replica
+            return
+        self._cuttable = False
+        b, context0, n, total, _, _, t_mixed = self._stretch
+        self._stretch = None
+        if self._admitted:
+            self._finish_mixed(self._start + t_mixed)
+        if n:
+            self._finish_decode(self._start + t_mixed, b, context0, n, total)
+
+    def _finish_mixed(self, end: float) -> None:
+        t, flops, bytes_moved, tokens, hbm = self._mixed
+        admitted, self._admitted = self._admitted, []
         self.iters += 1
-        tokens = new_tokens + n_decode
         self.acc += t / tokens
-        now = env.now
         for req in admitted:
             req.share_s += (req.prompt_tokens + req.generated) * t / tokens
             req.acc_mark = self.acc
             if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
-                req.admitted_at_s = start
-                req.first_token_at_s = now
-        self.run.account(self.pool.stats, start, now, flops, bytes_moved, hbm)
+                req.admitted_at_s = self._start
+                req.first_token_at_s = end
+        self.run.account(self.pool.stats, self._start, end, flops, bytes_moved, hbm)
 
-    def _decode(self):
-        if self.run.exact:
-            yield from self._decode_one()
-            return
-        env, perf = self.env, self.perf
-        b = self.n_running
-        n = self.heap[0][0] - self.iters
-        while self.heap[0][1] != self.heap[0][2].run_seq:
-            heapq.heappop(self.heap)
-            n = self.heap[0][0] - self.iters
-        n = self._kv_fit_iterations(n)
-        assert n >= 1, "KV cache must hold the next iteration after preemption"
-        line = perf.decode_line(b)
-        context0 = self.sum_offsets + b * self.iters
-        start = env.now
-        total = decode_stretch_time_s(line, context0, b, n)
-        self._stretch_free_blocks = self.cap_blocks - self.blocks_used(self.iters)
-        self._cuttable = True
-        try:
-            yield env.timeout(total)
-        except simpy.Interrupt:
-            done = decode_stretch_iterations_done(line, context0, b, n, env.now - start)
-            n = min(done + 1, n)
-            total = decode_stretch_time_s(line, context0, b, n)
-            yield env.timeout(start + total - env.now)
-        self._cuttable = False
-        self._finish_stretch(start, b, context0, n, total)
-
-    def _decode_one(self):
-        env, perf = self.env, self.perf
-        b = self.n_running
-        context0 = self.sum_offsets + b * self.iters
-        start = env.now
-        t = perf.decode_time_s(b, context0)
-        yield env.timeout(t)
-        self._finish_stretch(start, b, context0, 1, t)
-
-    def _finish_stretch(self, start: float, b: int, context0: int, n: int, total: float) -> None:
+    def _finish_decode(self, start: float, b: int, context0: int, n: int, total: float) -> None:
         perf = self.perf
-        kv_end = self.blocks_used(self.iters + n - 1) * self.block_bytes
+        kv_end = self.kv_bytes_estimate(self.iters + n - 1)
         self.iters += n
         self.acc += total / b
         self.run.account(

@@ -19,11 +19,8 @@ class ServiceReplica:
         self.max_batch = pool.config.max_batch
         self.waiting: deque[Request] = deque()
         self.busy = 0
+        self.outstanding = 0
         self.listeners: list = []
-
-    @property
-    def outstanding(self) -> int:
-        return self.busy + len(self.waiting)
 
     @property
     def queued(self) -> int:
@@ -35,6 +32,7 @@ class ServiceReplica:
 
     def submit(self, req: Request) -> None:
         req.replica = self.index
+        self.outstanding += 1
         if self.busy < self.max_batch:
             self._start(req)
         else:
@@ -49,6 +47,7 @@ class ServiceReplica:
     def _finish(self, req: Request) -> None:
         now = self.env.now
         self.busy -= 1
+        self.outstanding -= 1
         req.status = COMPLETED
         req.done_at_s = now
         req.first_token_at_s = now

@@ -21,8 +21,6 @@ import heapq
 from collections import deque
 from itertools import count
 
-import simpy
-
 from sim.request import COMPLETED, Request
 
 # phase tuple fields
@@ -30,7 +28,8 @@ STEPS, WIDTH, FLOPS, BYTES, TOKENS, FIRST_OUTPUT = range(6)
 
 
 class StepReplica:
-    """One replica of a step-batched pool (see module docstring)."""
+    """One replica of a step-batched pool (see module docstring). Driven by timeout
+    callbacks like :class:`sim.replica_ar.ARReplica`."""
 
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
@@ -42,6 +41,7 @@ class StepReplica:
         self.free_bytes = pool.free_bytes
         self.waiting: deque[Request] = deque()
         self.heap: list[tuple[int, int, Request]] = []
+        self.outstanding = 0
         self.members = 0
         self.width = 0
         self.flops = 0.0
@@ -52,13 +52,12 @@ class StepReplica:
         self.acc = 0.0
         self.seq = count()
         self.listeners: list = []
-        self._idle: simpy.Event | None = None
+        self._timer = None
+        self._busy = False
         self._cuttable = False
-        self.process = self.env.process(self._loop())
-
-    @property
-    def outstanding(self) -> int:
-        return self.members + len(self.waiting)
+        self._start = 0.0
+        self._step_s = 0.0
+        self._steps = 0
 
     @property
     def queued(self) -> int:
@@ -74,12 +73,26 @@ class StepReplica:
 
     def submit(self, req: Request) -> None:
         req.replica = self.index
+        self.outstanding += 1
         self.waiting.append(req)
-        if self._idle is not None and not self._idle.triggered:
-            self._idle.succeed()
+        if not self._busy:
+            self._busy = True
+            self._start_timer(0.0)
         elif self._cuttable and len(self.waiting) == 1 and self._fits(req):
-            self._cuttable = False
-            self.process.interrupt()
+            self._cut()
+
+    def _start_timer(self, delay: float) -> None:
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(self._on_timer)
+        self._timer = timer
+
+    def _on_timer(self, timer) -> None:
+        if timer is not self._timer:
+            return  # superseded by a cut
+        self._timer = None
+        if self._steps:
+            self._finish_steps()
+        self._boundary()
 
     # --- membership ----------------------------------------------------------------
     def _enter_phase(self, req: Request) -> None:
@@ -119,10 +132,11 @@ class StepReplica:
                 self._enter_phase(req)
                 continue
             self.members -= 1
+            self.outstanding -= 1
             self.reserved -= req.reserved_bytes
             req.status = COMPLETED
             req.done_at_s = now
-            req.phases = []
+            req.phases = ()
             freed = True
             self.run.request_finished()
         if freed:
@@ -143,33 +157,35 @@ class StepReplica:
                 req.phase += 1
             self._enter_phase(req)
 
-    # --- serving loop --------------------------------------------------------------
-    def _loop(self):
-        env = self.env
-        while True:
-            self._advance_phases()
-            self._admit()
-            if not self.members:
-                self._idle = env.event()
-                yield self._idle
-                self._idle = None
-                continue
-            perf = self.perf
-            t = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
-            n = 1 if self.run.exact else self.heap[0][0] - self.steps_done
-            start = env.now
-            self._cuttable = not self.run.exact
-            try:
-                yield env.timeout(n * t)
-            except simpy.Interrupt:
-                done = min(int((env.now - start) / t), n - 1)
-                while done > 0 and done * t > env.now - start:
-                    done -= 1
-                n = done + 1
-                yield env.timeout(start + n * t - env.now)
-            self._cuttable = False
-            self.steps_done += n
-            self.acc += n * t / self.width
-            flops = n * self.flops
-            bytes_moved = n * (perf.weight_bytes_read(self.tokens) + self.bytes)
-            self.run.account(self.pool.stats, start, env.now, flops, bytes_moved, perf.weight_bytes + self.reserved)
+    # --- steps ---------------------------------------------------------------------
+    def _boundary(self) -> None:
+        self._advance_phases()
+        self._admit()
+        if not self.members:
+            self._busy = False
+            return
+        perf = self.perf
+        self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+        self._steps = 1 if self.run.exact else self.heap[0][0] - self.steps_done
+        self._start = self.env.now
+        self._cuttable = not self.run.exact
+        self._start_timer(self._steps * self._step_s)
+
+    def _cut(self) -> None:
+        t, elapsed = self._step_s, self.env.now - self._start
+        done = min(int(elapsed / t), self._steps - 1)
+        while done > 0 and done * t > elapsed:
+            done -= 1
+        self._steps = done + 1
+        self._cuttable = False
+        self._start_timer(max(self._start + self._steps * t - self.env.now, 0.0))
+
+    def _finish_steps(self) -> None:
+        n, t, perf = self._steps, self._step_s, self.perf
+        self._steps = 0
+        self._cuttable = False
+        self.steps_done += n
+        self.acc += n * t / self.width
+        flops = n * self.flops
+        bytes_moved = n * (perf.weight_bytes_read(self.tokens) + self.bytes)
+        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, perf.weight_bytes + self.reserved)

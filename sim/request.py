@@ -7,7 +7,7 @@ admission, phase changes, completion), never once per token.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 PENDING, COMPLETED, REJECTED = 0, 1, 2
 STATUS_NAMES = {PENDING: "in_flight", COMPLETED: "completed", REJECTED: "rejected"}
@@ -49,6 +49,6 @@ class Request:
     kv_offset: int = 0
     start_iter: int = 0
     generated: int = 0
-    phases: list = field(default_factory=list)
+    phases: list | tuple = ()
     phase: int = 0
     reserved_bytes: float = 0.0

@@ -17,6 +17,7 @@ Ties go to the lowest replica index, so runs are deterministic.
 from __future__ import annotations
 
 from collections import deque
+from operator import attrgetter
 from typing import Callable
 
 from sim.request import REJECTED, Request
@@ -30,15 +31,14 @@ def _round_robin(router: "Router", replicas: list):
 
 
 def _least_outstanding(router: "Router", replicas: list):
-    return min(replicas, key=_outstanding)
+    return min(replicas, key=_OUTSTANDING)
 
 
 def _join_shortest_queue(router: "Router", replicas: list):
     return min(replicas, key=_queued_then_outstanding)
 
 
-def _outstanding(replica) -> int:
-    return replica.outstanding
+_OUTSTANDING = attrgetter("outstanding")  # a counter kept by every replica type
 
 
 def _queued_then_outstanding(replica) -> tuple[int, int]:

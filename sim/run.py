@@ -10,17 +10,12 @@ from dataclasses import dataclass
 import simpy
 
 
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts processed events (for the benchmark's
-    events-per-request figure)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events_processed = 0
-
-    def step(self) -> None:
-        self.events_processed += 1
-        super().step()
+def events_processed(env: simpy.Environment) -> int:
+    """Events the environment has processed so far: events scheduled (SimPy numbers
+    every scheduled event from its ``_eid`` counter) minus those still queued. Reads
+    SimPy internals instead of overriding ``step`` (which costs ~0.5 µs per event)."""
+    scheduled = next(env._eid)  # noqa: SLF001 - the counter advances; harmless
+    return scheduled - len(env._queue)  # noqa: SLF001
 
 
 @dataclass(slots=True)
@@ -42,7 +37,7 @@ class RunContext:
     requests not yet finished (to stop draining early)."""
 
     def __init__(self, window_start_s: float, window_end_s: float, exact: bool) -> None:
-        self.env = CountingEnvironment()
+        self.env = simpy.Environment()
         self.exact = exact
         self.window_start_s = window_start_s
         self.window_end_s = window_end_s
