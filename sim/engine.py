@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from fleets.catalog import Catalog, load_catalog
@@ -284,34 +286,44 @@ def _until(run: RunContext, t: float):
     return run.env.any_of([stop, run.drained])
 
 
+_REQUEST_FIELDS = (
+    "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s",
+    "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
+    "denoiser_flops", "preemptions", "share_s",
+)
+
+
 def _requests_frame(requests: list[Request], names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> pd.DataFrame:
     requests.sort(key=lambda r: r.id)
-    kinds = [scenario.workloads[n].kind for n in names]
-    pool_names = [p.name for p in pools]
-    accel = [p.config.accelerator for p in pools]
-    col = lambda attr: [getattr(r, attr) for r in requests]  # noqa: E731
+    get = attrgetter(*_REQUEST_FIELDS)
+    raw = pd.DataFrame.from_records([get(r) for r in requests], columns=_REQUEST_FIELDS)
+    kinds = np.array([scenario.workloads[n].kind for n in names], dtype=object)
+    pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
+    accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
+    status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
+    w, pool = raw["workload"].to_numpy(), raw["pool"].to_numpy()
     df = pd.DataFrame(
         {
-            "request_id": col("id"),
+            "request_id": raw["id"],
             "fleet": fleet,
-            "workload": pd.Categorical([names[r.workload] for r in requests], categories=names),
-            "kind": [kinds[r.workload] for r in requests],
-            "pool": [pool_names[r.pool] if r.pool >= 0 else "" for r in requests],
-            "accelerator": [accel[r.pool] if r.pool >= 0 else "" for r in requests],
-            "replica": col("replica"),
-            "status": [STATUS_NAMES[r.status] for r in requests],
-            "reject_reason": col("reason"),
-            "arrival_at_s": col("arrival_at_s"),
-            "admitted_at_s": col("admitted_at_s"),
-            "first_token_at_s": col("first_token_at_s"),
-            "done_at_s": col("done_at_s"),
-            "prompt_tokens": col("prompt_tokens"),
-            "output_tokens": col("output_tokens"),
-            "steps": col("steps"),
-            "sample_steps": col("sample_steps"),
-            "denoiser_flops": col("denoiser_flops"),
-            "preemptions": col("preemptions"),
-            "busy_share_s": col("share_s"),
+            "workload": pd.Categorical.from_codes(w, categories=names),
+            "kind": kinds[w],
+            "pool": pool_names[pool],
+            "accelerator": accel[pool],
+            "replica": raw["replica"],
+            "status": status_names[raw["status"].to_numpy()],
+            "reject_reason": raw["reason"],
+            "arrival_at_s": raw["arrival_at_s"],
+            "admitted_at_s": raw["admitted_at_s"],
+            "first_token_at_s": raw["first_token_at_s"],
+            "done_at_s": raw["done_at_s"],
+            "prompt_tokens": raw["prompt_tokens"],
+            "output_tokens": raw["output_tokens"],
+            "steps": raw["steps"],
+            "sample_steps": raw["sample_steps"],
+            "denoiser_flops": raw["denoiser_flops"].astype(float),
+            "preemptions": raw["preemptions"],
+            "busy_share_s": raw["share_s"],
         }
     )
     df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]

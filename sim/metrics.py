@@ -50,6 +50,7 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
         row.update(
             accelerators=layout.accelerators,
             nodes=layout.nodes,
+            nodes_per_rack=layout.nodes_per_rack,
             racks=layout.racks,
             mfu=raw["flops"] / (replica_window_s * perf.peak_flops),
             bandwidth_utilisation=raw["bytes"] / (replica_window_s * perf.peak_bw_bytes_per_s),
@@ -61,7 +62,7 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
             peak_flops_per_s=perf.peak_flops,
         )
     else:
-        row.update(accelerators=0, nodes=0, racks=0)
+        row.update(accelerators=0, nodes=0, nodes_per_rack=1, racks=0)
     busy_run = raw["busy_total_s"] / (end_s * replicas * slots) if end_s > 0 else 0.0
     row.update(pool_costs(pool, scenario.economics, busy))
     row["run_cost_usd_per_hour"] = pool_costs(pool, scenario.economics, min(busy_run, 1.0))["cost_usd_per_hour"]
@@ -134,7 +135,11 @@ def _meets_slo(done: pd.DataFrame, slo) -> pd.Series:
 
 
 def fleet_table(pools: pd.DataFrame) -> pd.DataFrame:
-    """One row per fleet: accelerators by type, capex, opex per month, IT power."""
+    """One row per fleet: accelerators by type, capex, opex per month, IT power.
+
+    Nodes belong to one pool (a replica's TP group never straddles pools), but racks are
+    shared: the racks of one accelerator type are its pools' nodes packed
+    ``nodes_per_rack`` at a time."""
     rows = []
     for fleet, g in pools.groupby("fleet", sort=False):
         by_type = g.groupby("accelerator", sort=False)["accelerators"].sum()
@@ -144,7 +149,7 @@ def fleet_table(pools: pd.DataFrame) -> pd.DataFrame:
                 "accelerators": " + ".join(f"{int(n)}× {a}" for a, n in by_type.items() if n),
                 "accelerator_count": int(g["accelerators"].sum()),
                 "nodes": int(g["nodes"].sum()),
-                "racks": int(g["racks"].sum()),
+                "racks": _shared_racks(g),
                 "capex_usd": g["capex_usd"].sum(),
                 "opex_usd_per_month": g["opex_usd_per_month"].sum(),
                 "it_power_max_kw": g["it_power_max_w"].sum() / 1e3,
@@ -153,3 +158,10 @@ def fleet_table(pools: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _shared_racks(pools: pd.DataFrame) -> int:
+    racks = 0
+    for _, g in pools[pools["nodes"] > 0].groupby("accelerator", sort=False):
+        racks += math.ceil(g["nodes"].sum() / g["nodes_per_rack"].min())
+    return racks
