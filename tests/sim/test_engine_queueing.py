@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from conftest import make_scenario
 
 from sim.engine import simulate
@@ -45,6 +46,7 @@ def mmc_scenario(rate: float, mean_service_s: float, servers: int, duration_s: f
     )
 
 
+@pytest.mark.slow
 def test_mmc_mean_wait_matches_erlang_c():
     rate, mean_s, c = 3.0, 1.0, 4  # utilisation 0.75
     expected = erlang_c_wait_s(rate, 1.0 / mean_s, c)
