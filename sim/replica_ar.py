@@ -39,9 +39,10 @@ from sim.perf import (
     decode_stretch_time_s,
 )
 from sim.request import COMPLETED, Request
+from sim.timer import TimerDriven
 
 
-class ARReplica:
+class ARReplica(TimerDriven):
     """One replica of an autoregressive pool (see module docstring).
 
     Args:
@@ -173,18 +174,6 @@ class ARReplica:
             need = -(-req.prompt_tokens // self.block)
             if need <= self._stretch[5] - self.watermark_blocks:
                 self._cut()
-
-    def _start_timer(self, delay: float) -> None:
-        timer = self.env.timeout(delay)
-        timer.callbacks.append(self._on_timer)
-        self._timer = timer
-
-    def _on_timer(self, timer) -> None:
-        if timer is not self._timer:
-            return  # superseded by a cut
-        self._timer = None
-        self._finish()
-        self._boundary()
 
     # --- iteration boundaries ------------------------------------------------------
     def _boundary(self) -> None:

@@ -22,12 +22,13 @@ from collections import deque
 from itertools import count
 
 from sim.request import COMPLETED, Request
+from sim.timer import TimerDriven
 
 # phase tuple fields
 STEPS, WIDTH, FLOPS, BYTES, TOKENS, FIRST_OUTPUT = range(6)
 
 
-class StepReplica:
+class StepReplica(TimerDriven):
     """One replica of a step-batched pool (see module docstring). Driven by timeout
     callbacks like :class:`sim.replica_ar.ARReplica`."""
 
@@ -80,19 +81,6 @@ class StepReplica:
             self._start_timer(0.0)
         elif self._cuttable and len(self.waiting) == 1 and self._fits(req):
             self._cut()
-
-    def _start_timer(self, delay: float) -> None:
-        timer = self.env.timeout(delay)
-        timer.callbacks.append(self._on_timer)
-        self._timer = timer
-
-    def _on_timer(self, timer) -> None:
-        if timer is not self._timer:
-            return  # superseded by a cut
-        self._timer = None
-        if self._steps:
-            self._finish_steps()
-        self._boundary()
 
     # --- membership ----------------------------------------------------------------
     def _enter_phase(self, req: Request) -> None:
@@ -180,7 +168,9 @@ class StepReplica:
         self._cuttable = False
         self._start_timer(max(self._start + self._steps * t - self.env.now, 0.0))
 
-    def _finish_steps(self) -> None:
+    def _finish(self) -> None:
+        if not self._steps:  # the wake-up timer of an idle replica
+            return
         n, t, perf = self._steps, self._step_s, self.perf
         self._steps = 0
         self._cuttable = False

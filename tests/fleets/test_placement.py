@@ -80,7 +80,7 @@ def test_explicit_nodes_per_rack_over_budget():
                                          ("memory_utilization", 0.0),
                                          ("memory_utilization", 1.5), ("precision", "int4")])
 def test_bad_inputs_rejected(field, value):
-    with pytest.raises(PlacementError, match=f"fleets\\[0\\].pools\\[1\\] 'chat'"):
+    with pytest.raises(PlacementError, match="fleets\\[0\\].pools\\[1\\] 'chat'"):
         place(**{field: value})
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,22 +28,12 @@ from sim.results import run_scenario
 from sim.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
-TRACES = REPO.parent / "shared" / "data" / "traces"
+from shared_data import TRACES, require_file  # noqa: E402
 AZURE_CONV = TRACES / "AzureLLMInferenceTrace_conv.csv"
 MOONCAKE_CONV = TRACES / "mooncake_conversation_trace.jsonl"
 
 DURATION_S = 120.0
 DRAIN_S = 600.0
-
-
-def require_file(path: Path) -> Path:
-    """``path`` if it exists; otherwise fail under CI, skip elsewhere."""
-    if not path.is_file():
-        message = f"shared data file missing: {path}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 def shortened(yaml_name: str, **arrival_overrides):

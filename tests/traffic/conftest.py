@@ -7,24 +7,12 @@ data), and is skipped otherwise (a developer clone may not).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-TRACES = SHARED_DATA / "traces"
-
-
-def require_file(path: Path) -> Path:
-    """Return ``path`` if it exists; otherwise fail under CI, skip elsewhere."""
-    if not path.is_file():
-        message = f"shared data file missing: {path}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+from shared_data import SHARED_DATA, TRACES, require_file  # noqa: F401  (re-exported)
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Root of the test tree (puts tests/ on sys.path so `shared_data` is importable)."""
