@@ -306,17 +306,26 @@ class ARReplica(TimerDriven):
         self._start_timer(max(self._start + t_mixed + total - self.env.now, 0.0))
 
     def _finish(self) -> None:
+        """Account for the iterations that just ended: the mixed one (first tokens of
+        the admitted requests) and the decode-only run after it, as one busy interval."""
         if self._stretch is None:  # the wake-up timer of an idle replica
             return
         self._cuttable = False
+        perf = self.perf
         b, context0, n, total, _, _, t_mixed = self._stretch
         self._stretch = None
+        flops = bytes_moved = hbm = 0.0
         if self._admitted:
-            self._finish_mixed(self._start + t_mixed)
+            flops, bytes_moved, hbm = self._finish_mixed(self._start + t_mixed)
         if n:
-            self._finish_decode(self._start + t_mixed, b, context0, n, total)
+            hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
+            self.iters += n
+            self.acc += total / b
+            flops += decode_stretch_flops(perf, b, context0, n)
+            bytes_moved += decode_stretch_bytes(perf, b, context0, n)
+        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, hbm)
 
-    def _finish_mixed(self, end: float) -> None:
+    def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed
         admitted, self._admitted = self._admitted, []
         self.iters += 1
@@ -327,18 +336,5 @@ class ARReplica(TimerDriven):
             if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
                 req.admitted_at_s = self._start
                 req.first_token_at_s = end
-        self.run.account(self.pool.stats, self._start, end, flops, bytes_moved, hbm)
+        return flops, bytes_moved, hbm
 
-    def _finish_decode(self, start: float, b: int, context0: int, n: int, total: float) -> None:
-        perf = self.perf
-        kv_end = self.kv_bytes_estimate(self.iters + n - 1)
-        self.iters += n
-        self.acc += total / b
-        self.run.account(
-            self.pool.stats,
-            start,
-            self.env.now,
-            decode_stretch_flops(perf, b, context0, n),
-            decode_stretch_bytes(perf, b, context0, n),
-            perf.weight_bytes + kv_end,
-        )
