@@ -16,7 +16,10 @@ from sim.errors import UserError
 
 PRECISIONS = ("bf16", "fp8", "fp4")
 BYTES_PER_PARAM = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
-MODEL_KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffusion", "verifier")
+MODEL_KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffusion", "verifier",
+               "text_encoder", "vae_decoder", "safety_checker")
+# Kinds whose rows name a compound pipeline (text encoders -> denoiser -> safety -> VAE).
+PIPELINE_KINDS = ("image_diffusion", "video_diffusion")
 MEMORY_KINDS = ("hbm", "sram")
 STATUS_WORDS = ("verified", "secondary", "unverified", "derived", "assumed")
 # Live bf16 activation values per (token x hidden channel) at the peak of one denoiser
@@ -127,6 +130,19 @@ class Model:
     without CFG (None for autoregressive models: use 2 x active params per token).
     ``expert_params`` is one expert across all layers (MoE only).  Geometry fields that do
     not apply to a model (e.g. KV heads of an image UNet) are None.  Sources: ``source``.
+
+    Pipeline stage rows (kinds ``text_encoder``, ``vae_decoder``, ``safety_checker``) use
+    ``flops_per_step`` for FLOP per call (one forward at the reference shape, batch 1) and
+    ``latent_tokens`` for tokens (or latent positions) processed per call.
+
+    Image/video denoisers name their pipeline: ``text_encoders`` (model keys, run once per
+    prompt), ``vae_decoder`` and ``safety_checker`` (model keys; "" when none), and their
+    reference output shape ``ref_height_px`` x ``ref_width_px`` x ``ref_frames``.
+    ``latent_bytes_per_sample`` is the latent handed from denoiser to VAE (bytes).
+    ``attention_flops_fraction`` a is the share of ``flops_per_step`` that grows with
+    tokens squared; at t latent tokens (reference t_ref = ``latent_tokens``) FLOP per step =
+    flops_per_step x [(1 - a) (t / t_ref) + a (t / t_ref)^2] (:meth:`flops_per_step_at`);
+    activation bytes scale in proportion to t.
     """
 
     key: str
@@ -152,6 +168,27 @@ class Model:
     source: str
     status: str
     assumptions: str
+    text_encoders: tuple[str, ...] = ()
+    vae_decoder: str = ""
+    safety_checker: str = ""
+    ref_height_px: int | None = None
+    ref_width_px: int | None = None
+    ref_frames: int | None = None
+    latent_bytes_per_sample: float | None = None
+    attention_flops_fraction: float | None = None
+
+    def flops_per_step_at(self, tokens: float) -> float:
+        """FLOP per sample per forward at ``tokens`` latent tokens (no CFG).
+
+        ``flops_per_step x [(1 - a) r + a r^2]`` with r = tokens / ``latent_tokens`` and
+        a = ``attention_flops_fraction`` (0 when unset).  Raises UserError for a model
+        without ``flops_per_step`` or ``latent_tokens``.
+        """
+        if not self.flops_per_step or not self.latent_tokens:
+            raise UserError(f"model '{self.key}': no flops_per_step / latent_tokens to scale")
+        a = self.attention_flops_fraction or 0.0
+        r = tokens / self.latent_tokens
+        return self.flops_per_step * ((1.0 - a) * r + a * r * r)
 
     def weight_bytes(self, precision: str) -> float:
         """Bytes of all weights (every expert for MoE) at ``precision``.
@@ -206,6 +243,32 @@ class Catalog:
         """Key numbers per accelerator in human units (unit in each column name)."""
         return pd.DataFrame([_accelerator_row(a) for a in self.accelerators.values()]).convert_dtypes()
 
+    def pipeline(self, model_key: str, where: str = "") -> tuple[tuple[str, ...], str, str]:
+        """(text_encoder_keys, vae_key, safety_key) of model ``model_key``.
+
+        Empty (``()``, ``""``, ``""``) for a model without a pipeline (e.g. an LLM).  Raises
+        UserError naming the row and the missing key when a referenced key is not in the
+        catalog, or names a model of the wrong kind.
+        """
+        model = self.model(model_key, where)
+        refs = [("text_encoders", k, "text_encoder") for k in model.text_encoders]
+        if model.vae_decoder:
+            refs.append(("vae_decoder", model.vae_decoder, "vae_decoder"))
+        if model.safety_checker:
+            refs.append(("safety_checker", model.safety_checker, "safety_checker"))
+        for column, key, kind in refs:
+            row = f"{_prefix(where)}model '{model.key}' column '{column}'"
+            if key not in self.models:
+                raise UserError(f"{row}: unknown model {key!r}; allowed ({kind}): "
+                                f"{', '.join(sorted(self._keys_of_kind(kind))) or 'none'}")
+            if self.models[key].kind != kind:
+                raise UserError(f"{row}: model {key!r} is kind {self.models[key].kind!r}, "
+                                f"expected {kind!r}")
+        return model.text_encoders, model.vae_decoder, model.safety_checker
+
+    def _keys_of_kind(self, kind: str) -> list[str]:
+        return [k for k, m in self.models.items() if m.kind == kind]
+
     def models_table(self) -> pd.DataFrame:
         """Key numbers per model in human units (unit in each column name)."""
         return pd.DataFrame([_model_row(m) for m in self.models.values()]).convert_dtypes()
@@ -254,6 +317,11 @@ def _model_row(m: Model) -> dict:
         "flops_per_step_tflop": _opt(m.flops_per_step, 1e12),
         "activation_gb_per_sample": _opt(m.activation_bytes_per_sample, 1e9),
         "default_steps": m.default_steps, "default_cfg": m.default_cfg,
+        "text_encoders": "+".join(m.text_encoders), "vae_decoder": m.vae_decoder,
+        "safety_checker": m.safety_checker, "ref_height_px": m.ref_height_px,
+        "ref_width_px": m.ref_width_px, "ref_frames": m.ref_frames,
+        "latent_bytes_per_sample": m.latent_bytes_per_sample,
+        "attention_flops_fraction": m.attention_flops_fraction,
         "status": m.status, "source": m.source,
     }
 

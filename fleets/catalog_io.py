@@ -2,6 +2,7 @@
 
 CSV units -> SI: TFLOP/s x 1e12 -> FLOP/s; GB x 1e9 -> bytes (decimal GB); TB/s x 1e12 and
 GB/s x 1e9 -> bytes/s; us x 1e-6 -> s; kW x 1e3 -> W; billions of params x 1e9; TFLOP x 1e12.
+``text_encoders`` ('a+b') -> tuple of model keys; bytes, px, frames and fractions stay as is.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ MODEL_COLUMNS = {
     "default_steps": ("default_steps", int), "default_cfg": ("default_cfg", bool),
     "block_tokens": ("block_tokens", int),
     "source": ("source", None), "status": ("status", None), "assumptions": ("assumptions", None),
+    "text_encoders": ("text_encoders", None), "vae_decoder": ("vae_decoder", None),
+    "safety_checker": ("safety_checker", None),
+    "ref_height_px": ("ref_height_px", int), "ref_width_px": ("ref_width_px", int),
+    "ref_frames": ("ref_frames", int),
+    "latent_bytes_per_sample": ("latent_bytes_per_sample", 1.0),
+    "attention_flops_fraction": ("attention_flops_fraction", 1.0),
 }
 MODEL_REQUIRED = {"key", "name", "kind", "params_b", "active_params_b", "source", "status"}
 
@@ -139,7 +146,28 @@ def _model(row: dict, where: str) -> Model:
     fields = _parse_row(row, MODEL_COLUMNS, MODEL_REQUIRED, where)
     _check_choice(fields["kind"], MODEL_KINDS, f"{where} column 'kind'")
     _check_status(fields, ("status",), where)
+    fields["text_encoders"] = _split_keys(fields["text_encoders"],
+                                          f"{where} column 'text_encoders'")
+    fraction = fields["attention_flops_fraction"]
+    if fraction is not None and not 0 <= fraction < 1:
+        raise UserError(f"{where} column 'attention_flops_fraction': {fraction} not in [0, 1)")
     return Model(**fields)
+
+
+def _split_keys(text: str, where: str) -> tuple[str, ...]:
+    """'a+b' -> ('a', 'b'); '' -> (); UserError on an empty part such as 'a++b'."""
+    if not text:
+        return ()
+    keys = tuple(part.strip() for part in text.split("+"))
+    if not all(keys):
+        raise UserError(f"{where}: bad value {text!r}; allowed: model keys joined by '+'")
+    return keys
+
+
+def _check_pipelines(catalog: Catalog, path: Path) -> None:
+    """Every referenced text encoder / VAE / safety checker exists with the right kind."""
+    for key in catalog.models:
+        catalog.pipeline(key, where=str(path.name))
 
 
 def _by_key(items: list, what: str, path: Path) -> dict:
@@ -155,8 +183,10 @@ def _load(directory: Path) -> Catalog:
     acc_path, model_path = directory / "accelerators.csv", directory / "models.csv"
     accelerators = [_accelerator(r, w) for w, r in _read_rows(acc_path)]
     models = [_model(r, w) for w, r in _read_rows(model_path)]
-    return Catalog(accelerators=_by_key(accelerators, "accelerator", acc_path),
-                   models=_by_key(models, "model", model_path))
+    catalog = Catalog(accelerators=_by_key(accelerators, "accelerator", acc_path),
+                      models=_by_key(models, "model", model_path))
+    _check_pipelines(catalog, model_path)
+    return catalog
 
 
 @functools.cache

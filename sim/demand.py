@@ -29,6 +29,7 @@ class WorkloadDemand:
     output_tokens: np.ndarray
     steps: np.ndarray
     service_s: np.ndarray
+    draws: np.ndarray | None = None  # branching search: failures per (request, checkpoint, candidate)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -36,13 +37,13 @@ class WorkloadDemand:
 
 def _streams(seed: int, name: str) -> list[np.random.Generator]:
     seq = np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8"))])
-    return [np.random.default_rng(s) for s in seq.spawn(5)]
+    return [np.random.default_rng(s) for s in seq.spawn(6)]
 
 
 def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
     """Draw the requests of workload ``name`` (see module docstring)."""
     wl = scenario.workloads[name]
-    rng_arrival, rng_prompt, rng_output, rng_steps, rng_service = _streams(scenario.seed, name)
+    rng_arrival, rng_prompt, rng_output, rng_steps, rng_service, rng_verify = _streams(scenario.seed, name)
     arrival_s = np.asarray(wl.arrival.arrival_times(rng_arrival, scenario.duration_s), dtype=float)
     n = len(arrival_s)
     zeros = np.zeros(n, dtype=np.int64)
@@ -60,7 +61,20 @@ def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
         steps = sample_tokens(wl.steps, rng_steps, n)
     if wl.kind == "service_time":
         service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
-    return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service)
+    draws = _verifier_failures(wl, rng_verify, n)
+    return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws)
+
+
+def _verifier_failures(wl, rng: np.random.Generator, n: int) -> np.ndarray | None:
+    """Branching search with a fallible verifier: for every request, checkpoint and
+    candidate, how many checks fail before one passes (geometric with failure
+    probability p), capped at the retry budget. Shape (n, checkpoints, k), int16."""
+    verifier = getattr(wl, "verifier", None)
+    if wl.kind != "branching_search" or verifier is None or verifier.fail_probability == 0:
+        return None
+    shape = (n, len(wl.checkpoints), wl.candidates_k)
+    failures = rng.geometric(1.0 - verifier.fail_probability, size=shape) - 1
+    return np.minimum(failures, verifier.retry_budget).astype(np.int16)
 
 
 def generate_demand(scenario: Scenario) -> dict[str, WorkloadDemand]:

@@ -20,7 +20,6 @@ Hours per month: 730.5 (365.25 × 24 / 12).
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from sim.scenario import Economics
@@ -74,23 +73,31 @@ _COST_KEYS = (
 ).split()
 
 
-def attribute_costs(requests: pd.DataFrame, pools: pd.DataFrame, end_s: float) -> pd.DataFrame:
+def attribute_costs(
+    requests: pd.DataFrame, pools: pd.DataFrame, end_s: float, pool_shares: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Add ``cost_usd`` (fully loaded) and ``marginal_cost_usd`` to request rows.
 
-    The pool's bill over the run [0, end_s] at its whole-run mean power is split by each
-    request's ``busy_share_s``. Requests never served cost nothing.
+    Each pool's bill over the run [0, end_s] at its whole-run mean power is split over
+    the replica-seconds its requests held: a request pays share × (bill ÷ total shares)
+    on every pool it used (``pool_shares`` lists the requests whose journey crossed pools;
+    the others used only their ``pool``). Requests never served cost nothing.
     """
     out = requests.copy()
-    out["cost_usd"] = np.nan
-    out["marginal_cost_usd"] = np.nan
-    served = out["pool"] != ""
-    for _, pool in pools.iterrows():
-        mask = served & (out["pool"] == pool["pool"])
-        shares = out.loc[mask, "busy_share_s"]
-        total_share = shares.sum()
-        run_cost = pool["run_cost_usd_per_hour"] * end_s / 3600.0
-        if total_share > 0:
-            out.loc[mask, "cost_usd"] = shares / total_share * run_cost
-        per_replica_s = pool["full_load_cost_usd_per_hour"] / max(pool["replicas"], 1) / 3600.0
-        out.loc[mask, "marginal_cost_usd"] = shares * per_replica_s
+    multi = set() if pool_shares is None or pool_shares.empty else set(pool_shares["request_id"])
+    single = (out["pool"] != "") & ~out["request_id"].isin(multi)
+    shares = pd.concat(
+        [out.loc[single, ["request_id", "pool", "busy_share_s"]], pool_shares if multi else None],
+        ignore_index=True,
+    )
+    pool_rows = pools.set_index("pool")
+    totals = shares.groupby("pool")["busy_share_s"].sum()
+    run_cost = pool_rows["run_cost_usd_per_hour"] * end_s / 3600.0
+    rate = (run_cost / totals).reindex(pool_rows.index).fillna(0.0)
+    marginal = pool_rows["full_load_cost_usd_per_hour"] / pool_rows["replicas"].clip(lower=1) / 3600.0
+    shares["cost_usd"] = shares["busy_share_s"] * shares["pool"].map(rate)
+    shares["marginal_cost_usd"] = shares["busy_share_s"] * shares["pool"].map(marginal)
+    per_request = shares.groupby("request_id")[["cost_usd", "marginal_cost_usd"]].sum()
+    out["cost_usd"] = out["request_id"].map(per_request["cost_usd"])
+    out["marginal_cost_usd"] = out["request_id"].map(per_request["marginal_cost_usd"])
     return out

@@ -20,119 +20,19 @@ import numpy as np
 import pandas as pd
 
 from fleets.catalog import Catalog, load_catalog
-from fleets.placement import PoolLayout, place_pool
 from sim.demand import WorkloadDemand, generate_demand
-from sim.perf import PerfModel
+from sim.journey import Handoffs, JourneyPlanner
+from sim.pools import Pool, build_pools, picture_shapes
 from sim.replica_ar import ARReplica
 from sim.replica_service import ServiceReplica
 from sim.replica_step import StepReplica
 from sim.request import STATUS_NAMES, Request
 from sim.router import Router
-from sim.run import PoolStats, RunContext, events_processed
-from sim.scenario import FleetConfig, PoolConfig, Scenario, _engine_family
-from sim.shapes import step_shape
+from sim.run import RunContext, events_processed
+from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads
+from sim.shapes import STAGE_CODES
 
 ProgressFn = Callable[[float, int], None]
-
-
-@dataclass(eq=False)
-class Pool:
-    """A pool as built for one run: layout (placement), perf model, capacity, stats."""
-
-    index: int
-    config: PoolConfig
-    family: str  # "ar" | "step" | "service"
-    workloads: dict[int, object]  # workload index -> workload config
-    layout: PoolLayout | None = None
-    perf: PerfModel | None = None
-    kv_capacity_blocks: int = 0
-    free_bytes: float = 0.0
-    stats: PoolStats = field(default_factory=PoolStats)
-    replicas: list = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    def reject_reason(self, req: Request) -> str:
-        """Why this pool can never serve ``req`` ("" if it can)."""
-        if self.family == "ar":
-            tokens = req.prompt_tokens + req.output_tokens
-            if tokens > (self.perf.model.max_context_tokens or math.inf):
-                return "exceeds_max_context"
-            if -(-tokens // self.config.kv_block_tokens) > self.kv_capacity_blocks:
-                return "exceeds_kv_capacity"
-        elif self.family == "step":
-            phases, reserve = step_shape(self.workloads[req.workload], self.perf, req)
-            if max(p[1] for p in phases) > self.config.max_batch:
-                return "exceeds_max_batch"
-            if reserve > self.free_bytes:
-                return "exceeds_memory"
-        return ""
-
-    def prepare(self, req: Request) -> None:
-        if self.family == "step":
-            req.phases, req.reserved_bytes = step_shape(self.workloads[req.workload], self.perf, req)
-
-
-def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog | None = None) -> list[Pool]:
-    """Resolve a fleet's pools: catalog lookups and placement checks.
-
-    Raises:
-        UserError: unknown accelerator or model (naming the allowed keys).
-        PlacementError: a model that does not fit, TP beyond the scale-up domain, a rack
-            over its power budget.
-    """
-    catalog = catalog or load_catalog()
-    names = list(scenario.workloads)
-    fleet_index = scenario.fleets.index(fleet) if fleet in scenario.fleets else 0
-    pools = []
-    for i, cfg in enumerate(fleet.pools):
-        where = f"fleets[{fleet_index}] '{fleet.name}' pools[{i}] '{cfg.name}'"
-        served = {names.index(w): scenario.workloads[w] for w in cfg.serves}
-        family = _engine_family(next(iter(served.values())).kind)
-        pool = Pool(index=i, config=cfg, family=family, workloads=served)
-        if family != "service":
-            _place(pool, catalog, where)
-        pools.append(pool)
-    return pools
-
-
-def _place(pool: Pool, catalog: Catalog, where: str) -> None:
-    cfg = pool.config
-    wl = next(iter(pool.workloads.values()))
-    accelerator = catalog.accelerator(cfg.accelerator, where=f"{where}.accelerator")
-    model = catalog.model(wl.model, where=f"{where} (model of workload served)")
-    perf = PerfModel(accelerator, model, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s)
-    min_act = _min_activation_bytes(pool, perf) if pool.family == "step" else 0.0
-    layout = place_pool(
-        name=cfg.name,
-        accelerator=accelerator,
-        model=model,
-        precision=cfg.precision,
-        tp=cfg.tp,
-        pp=cfg.pp,
-        replicas=cfg.replicas,
-        memory_utilization=cfg.memory_utilization,
-        min_kv_tokens=cfg.min_kv_tokens if pool.family == "ar" else 0,
-        min_activation_bytes=min_act,
-        nodes_per_rack=cfg.nodes_per_rack,
-        rack_power_budget_w=None if cfg.rack_power_budget_kw is None else cfg.rack_power_budget_kw * 1e3,
-        where=where,
-    )
-    pool.layout = layout
-    pool.perf = perf
-    pool.free_bytes = layout.replica_free_bytes
-    if pool.family == "ar" and perf.kv_bytes_per_token > 0:
-        pool.kv_capacity_blocks = int(layout.replica_free_bytes // (perf.kv_bytes_per_token * cfg.kv_block_tokens))
-
-
-def _min_activation_bytes(pool: Pool, perf: PerfModel) -> float:
-    """Activation bytes of one request of the largest served image/video/search shape
-    (a diffusion LM's reservation depends on its lengths and is checked per request)."""
-    probe = Request(id=-1, workload=-1, arrival_at_s=0.0, prompt_tokens=1, output_tokens=1, steps=1)
-    fixed = [w for w in pool.workloads.values() if w.kind != "diffusion_lm"]
-    return max((step_shape(w, perf, probe)[1] for w in fixed), default=0.0)
 
 
 _REPLICA_TYPES = {"ar": ARReplica, "step": StepReplica, "service": ServiceReplica}
@@ -149,6 +49,7 @@ class FleetRun:
     end_s: float
     events: int
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pool_shares: pd.DataFrame = field(default_factory=pd.DataFrame)
     pool_objects: list = field(default_factory=list, repr=False)
 
 
@@ -177,6 +78,7 @@ def simulate(
         UserError / PlacementError: the fleet cannot be built.
     """
     fleet_cfg = _pick_fleet(scenario, fleet)
+    catalog = catalog or load_catalog()
     pools = build_pools(scenario, fleet_cfg, catalog)
     demand = demand if demand is not None else generate_demand(scenario)
     run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
@@ -185,19 +87,23 @@ def simulate(
         pool.replicas = [cls(run, pool, i) for i in range(pool.config.replicas)]
     names = list(scenario.workloads)
     requests: list[Request] = []
-    total = sum(len(d) for d in demand.values())
-    run.outstanding = total
-    routers = []
+    shapes = picture_shapes(scenario, catalog)
+    handoffs = Handoffs(run, {names.index(n): sh.latent_bytes for n, sh in shapes.items()})
+    for pool in pools:
+        pool.on_leg_done = lambda req, pool=pool: handoffs.leg_done(pool, req)
+    routers: dict[tuple, Router] = {}
     first_id = 0
+    served = set(fleet_workloads(scenario, fleet_cfg))
+    total = run.outstanding = sum(len(demand[n]) for n in served)
     for w, name in enumerate(names):
-        serving = [p for p in pools if w in p.workloads]
-        routers.append(Router(run, fleet_cfg.router, serving))
-        _ArrivalFeed(run, w, first_id, demand[name], routers[-1], requests)
+        if name in served:
+            entry = _entry(scenario, fleet_cfg, pools, w, name, shapes.get(name), routers, run)
+            _ArrivalFeed(run, w, first_id, demand[name], entry, scenario.workloads[name], requests)
         first_id += len(demand[name])
     run.env.process(_stop_arrivals(run, scenario.duration_s))
     samples: list[tuple] = []
     interval = scenario.sample_interval_s or scenario.duration_s / 120.0
-    run.env.process(_sampler(run, pools, routers, interval, samples))
+    run.env.process(_sampler(run, pools, list(routers.values()), interval, samples))
     _run(run, scenario, total, progress)
     return FleetRun(
         fleet=fleet_cfg.name,
@@ -206,6 +112,7 @@ def simulate(
         end_s=run.env.now,
         events=events_processed(run.env),
         timeseries=_timeseries_frame(samples, pools, fleet_cfg.name),
+        pool_shares=_pool_shares_frame(requests, pools),
         pool_objects=pools,
     )
 
@@ -219,16 +126,40 @@ def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:
     raise KeyError(f"no fleet named {fleet!r}; fleets: {[f.name for f in scenario.fleets]}")
 
 
+def _router(routers: dict, key_pools: list[Pool], w: int, policy: str, run: RunContext) -> Router:
+    key = (w, tuple(p.index for p in key_pools))
+    if key not in routers:
+        routers[key] = Router(run, policy, key_pools)
+    return routers[key]
+
+
+def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run):
+    """How workload ``w``'s arrivals enter the fleet: its main router, or (pipelines) a
+    journey planner whose first leg names the router."""
+    main = [p for p in pools if name in p.config.serves]
+    if shape is None:
+        return _router(routers, main, w, fleet_cfg.router, run)
+    wl = scenario.workloads[name]
+    by_stage = {}
+    for stage in STAGES[wl.kind]:
+        serving = [p for p in pools if stage in p.stages.get(w, ())]
+        by_stage[STAGE_CODES[stage]] = _router(routers, serving or main, w, fleet_cfg.router, run)
+    return JourneyPlanner(wl, shape, by_stage)
+
+
 class _ArrivalFeed:
     """Creates workload ``w``'s requests at their arrival instants (ids ``first_id``,
     ``first_id`` + 1, …) and hands them to the router: one timeout per distinct arrival
     instant, driven by callbacks (cheaper than a generator process)."""
 
-    def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, router: Router, requests: list):
+    def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, entry, workload, requests: list):
         self.env = run.env
         self.w = w
         self.first_id = first_id
-        self.router = router
+        self.planner = entry if isinstance(entry, JourneyPlanner) else None
+        self.router = None if self.planner else entry
+        self.branches = getattr(workload, "best_of_k", 1)
+        self.draws = d.draws
         self.requests = requests
         self.times = d.arrival_s.tolist()
         self.prompt = d.prompt_tokens.tolist()
@@ -255,9 +186,16 @@ class _ArrivalFeed:
                 output_tokens=self.output[i],
                 steps=self.steps[i],
                 service_s=self.service[i],
+                branches=self.branches,
             )
             self.requests.append(req)
-            self.router.dispatch(req)
+            if self.planner is None:
+                self.router.dispatch(req)
+            else:
+                if self.draws is not None:
+                    req.draws = tuple(map(tuple, self.draws[i].tolist()))
+                req.journey = self.planner.plan(req)
+                req.journey[0][0].dispatch(req)
             i += 1
         self.i = i
         if i < n:
@@ -276,6 +214,19 @@ def _sampler(run: RunContext, pools: list[Pool], routers: list[Router], interval
             queued = sum(r.queued for r in p.replicas)
             out.append((env.now, p.index, outstanding, queued, central, p.stats.busy_total_s))
         yield env.timeout(interval_s)
+
+
+def _pool_shares_frame(requests: list[Request], pools: list[Pool]) -> pd.DataFrame:
+    """Replica-seconds per (request, pool) for requests whose journey crossed pools (the
+    others held only the pool in their ``pool`` column)."""
+    rows = []
+    for r in requests:
+        if r.pool_shares:
+            before = 0.0
+            for index, cumulative in r.pool_shares + ((r.cur_pool, r.share_s),):
+                rows.append((r.id, pools[index].name, cumulative - before))
+                before = cumulative
+    return pd.DataFrame(rows, columns=["request_id", "pool", "busy_share_s"])
 
 
 def _timeseries_frame(samples: list[tuple], pools: list[Pool], fleet: str) -> pd.DataFrame:
@@ -313,7 +264,8 @@ def _until(run: RunContext, t: float):
 _REQUEST_FIELDS = (
     "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s",
     "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
-    "denoiser_flops", "preemptions", "share_s",
+    "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
+    "handoff_wait_s", "branches", "memory_wait_s",
 )
 
 
@@ -348,6 +300,12 @@ def _requests_frame(requests: list[Request], names: list[str], scenario: Scenari
             "denoiser_flops": raw["denoiser_flops"].astype(float),
             "preemptions": raw["preemptions"],
             "busy_share_s": raw["share_s"],
+            "verifier_calls": raw["verifier_calls"],
+            "handoffs": raw["handoffs"],
+            "handoff_s": raw["handoff_s"],
+            "handoff_wait_s": raw["handoff_wait_s"],
+            "branches": raw["branches"],
+            "memory_wait_s": raw["memory_wait_s"],
         }
     )
     df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]

@@ -22,7 +22,7 @@ import pandas as pd
 
 from sim.economics import attribute_costs, pool_costs
 from sim.engine import FleetRun
-from sim.scenario import Scenario
+from sim.scenario import Scenario, fleet_workloads
 
 PERCENTILES = (50, 95, 99)
 
@@ -75,7 +75,7 @@ def _ratio(a: float, b: float) -> float:
 
 def costed_requests(run: FleetRun, pools: pd.DataFrame) -> pd.DataFrame:
     """Request rows with ``cost_usd`` and ``marginal_cost_usd``."""
-    return attribute_costs(run.requests, pools, run.end_s)
+    return attribute_costs(run.requests, pools, run.end_s, run.pool_shares)
 
 
 def workload_summary(requests: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
@@ -84,7 +84,8 @@ def workload_summary(requests: pd.DataFrame, scenario: Scenario) -> pd.DataFrame
     rows = []
     measured = requests[requests["measured"]]
     for fleet in requests["fleet"].unique():
-        for name in scenario.workloads:
+        fleet_cfg = next(f for f in scenario.fleets if f.name == fleet)
+        for name in fleet_workloads(scenario, fleet_cfg):
             g = measured[(measured["fleet"] == fleet) & (measured["workload"] == name)]
             rows.append(_workload_row(fleet, name, g, scenario, window))
     return pd.DataFrame(rows)
@@ -121,7 +122,28 @@ def _workload_row(fleet: str, name: str, g: pd.DataFrame, scenario: Scenario, wi
     row["marginal_cost_per_request_usd"] = done["marginal_cost_usd"].mean() if len(done) else math.nan
     tokens = done["output_tokens"].sum()
     row["cost_per_1m_output_tokens_usd"] = cost / tokens * 1e6 if tokens else math.nan
+    row.update(_search_columns(wl, done))
     return row
+
+
+def _search_columns(wl, done: pd.DataFrame) -> dict:
+    """Compute multiplier, verifier calls and hand-off time of a workload's requests.
+
+    ``compute_multiplier_measured`` is the mean denoiser sample-steps per request over one
+    trajectory's N steps; ``compute_multiplier_formula`` is m = k − (k−1)·s/N (they agree
+    exactly without verifier failures; the difference is what backtracking adds)."""
+    n = len(done)
+    out = {
+        "handoffs_per_request": done["handoffs"].mean() if n else math.nan,
+        "handoff_transfer_s_mean": done["handoff_s"].mean() if n else math.nan,
+        "handoff_queue_s_mean": done["handoff_wait_s"].mean() if n else math.nan,
+    }
+    if wl.kind == "branching_search":
+        k, s, total = wl.candidates_k, wl.shared_steps, wl.total_steps
+        out["compute_multiplier_formula"] = k - (k - 1) * s / total
+        out["compute_multiplier_measured"] = done["sample_steps"].mean() / total if n else math.nan
+        out["verifier_calls_per_request"] = done["verifier_calls"].mean() if n else math.nan
+    return out
 
 
 def _meets_slo(done: pd.DataFrame, slo) -> pd.Series:

@@ -153,10 +153,11 @@ class PerfModel:
         return self.linear_flops_per_token * new_tokens + 0.5 * self.attn_flops_per_pair * new_tokens_sq
 
     def mixed_cost(
-        self, new_tokens: float, new_tokens_sq: float, batch: int, context_tokens: float
+        self, new_tokens: float, new_tokens_sq: float, batch: int, context_tokens: float, copied_tokens: float = 0.0
     ) -> tuple[float, float, float]:
         """An iteration that prefills prompts (Σn, Σn²) and decodes one token for each of
-        ``batch`` running sequences with total context ``context_tokens``.
+        ``batch`` running sequences with total context ``context_tokens``;
+        ``copied_tokens`` of KV cache are duplicated for best-of-k branches.
 
         Returns:
             (time_s, flops, bytes)
@@ -164,7 +165,8 @@ class PerfModel:
         tokens = new_tokens + batch
         flops = self.prefill_flops(new_tokens, new_tokens_sq) + self.attn_flops_per_pair * context_tokens
         flops += self.linear_flops_per_token * batch
-        bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * (context_tokens + new_tokens)
+        kv_tokens = context_tokens + new_tokens + 2 * copied_tokens  # a copy reads and writes
+        bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens
         return self.time_s(flops, bytes_moved, tokens), flops, bytes_moved
 
     def prefill_time_s(self, prompt_tokens: int) -> float:

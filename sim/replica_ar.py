@@ -141,23 +141,27 @@ class ARReplica(TimerDriven):
         return lo
 
     def _add_running(self, req: Request, tokens_now: int) -> None:
+        """Start ``req``'s sequences (``req.branches`` of them for best-of-k, each with its
+        own copy of the prompt's KV cache)."""
         seq = next(self.seq)
+        w = req.branches
         req.run_seq = seq
         req.kv_offset = tokens_now - self.iters
         req.start_iter = self.iters
-        self.sum_offsets += req.kv_offset
-        self.residues[req.kv_offset % self.block] += 1
-        self.n_running += 1
+        self.sum_offsets += w * req.kv_offset
+        self.residues[req.kv_offset % self.block] += w
+        self.n_running += w
         self._version += 1
         heapq.heappush(self.heap, (self.iters + req.output_tokens - req.generated, seq, req))
         self.order.append((seq, req))
 
     def _remove_running(self, req: Request) -> None:
-        self.sum_offsets -= req.kv_offset
-        self.residues[req.kv_offset % self.block] -= 1
-        self.n_running -= 1
+        w = req.branches
+        self.sum_offsets -= w * req.kv_offset
+        self.residues[req.kv_offset % self.block] -= w
+        self.n_running -= w
         self._version += 1
-        req.share_s += self.acc - req.acc_mark
+        req.share_s += w * (self.acc - req.acc_mark)
         req.run_seq = -1
 
     # --- arrivals ------------------------------------------------------------------
@@ -170,8 +174,8 @@ class ARReplica(TimerDriven):
         if not self._busy:
             self._busy = True
             self._start_timer(0.0)  # same-instant arrivals join one admission
-        elif self._cuttable and len(self.waiting) == 1 and self.n_running < self.max_batch:
-            need = -(-req.prompt_tokens // self.block)
+        elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
+            need = -(-req.prompt_tokens // self.block) * req.branches
             if need <= self._stretch[5] - self.watermark_blocks:
                 self._cut()
 
@@ -209,7 +213,7 @@ class ARReplica(TimerDriven):
         preempted = False
         if self.blocks_used_bounds(self.iters)[1] <= self.cap_blocks:
             return False
-        while self.n_running > 1 and self.blocks_used(self.iters) > self.cap_blocks:
+        while len(self.order) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
             seq, victim = self.order.pop()
             if victim.run_seq != seq:
                 continue
@@ -222,16 +226,16 @@ class ARReplica(TimerDriven):
 
     def _admit(self) -> list[Request]:
         admitted: list[Request] = []
-        if not self.waiting or self.n_running >= self.max_batch:
+        if not self.waiting:
             return admitted
         # exact block count only when the O(1) lower bound on free blocks is not enough
         free = self.cap_blocks - math.floor(self.blocks_used_bounds(self.iters)[1]) - self.watermark_blocks
         exact = False
         budget = self.max_prefill_tokens
-        while self.waiting and self.n_running < self.max_batch:
+        while self.waiting and self.n_running + self.waiting[0].branches <= self.max_batch:
             req = self.waiting[0]
             tokens = req.prompt_tokens + req.generated
-            need = -(-tokens // self.block)
+            need = -(-tokens // self.block) * req.branches
             if admitted and tokens > budget:
                 break
             if need > free and not exact:
@@ -278,17 +282,22 @@ class ARReplica(TimerDriven):
         self._start_timer(t_mixed + total)
 
     def _mixed_cost(self, admitted: list[Request]) -> float:
-        n_decode = self.n_running - len(admitted)
+        """One iteration prefilling ``admitted`` (once per request; best-of-k branches then
+        copy the prompt's KV cache, k−1 extra writes) while the others decode a token."""
+        n_decode = self.n_running
         new_tokens = 0
         new_sq = 0.0
         admitted_offsets = 0
+        copied = 0
         for r in admitted:
             tokens = r.prompt_tokens + r.generated
             new_tokens += tokens
             new_sq += float(tokens) * tokens
-            admitted_offsets += r.kv_offset
+            admitted_offsets += r.branches * r.kv_offset
+            n_decode -= r.branches
+            copied += (r.branches - 1) * tokens
         context = self.sum_offsets - admitted_offsets + n_decode * self.iters  # of decoders
-        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context)
+        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
         hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
         self._mixed = (t, flops, bytes_moved, new_tokens + n_decode, hbm)
         return t

@@ -132,11 +132,30 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
     elif kind in PER_ITEM_LABEL:
         headers.append(PER_ITEM_LABEL[kind])
         columns.append([usd(v) for v in g["cost_per_request_usd"]])
+    if kind == "branching_search":
+        headers += ["compute × (measured / formula)", "verifier calls", "hand-offs (transfer / queue)"]
+        columns += [
+            [f"{human(r['compute_multiplier_measured'])} / {human(r['compute_multiplier_formula'])}" for _, r in g.iterrows()],
+            [human(v) for v in g["verifier_calls_per_request"]],
+            [_handoffs(r) for _, r in g.iterrows()],
+        ]
+    elif (g.get("handoffs_per_request", pd.Series(dtype=float)).fillna(0) > 0).any():
+        headers.append("hand-offs (transfer / queue)")
+        columns.append([_handoffs(r) for _, r in g.iterrows()])
     headers.append("status")
     columns.append([_status(r) for _, r in g.iterrows()])
     right = [0 < i < len(headers) - 1 for i in range(len(headers))]
     title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
     return f"{title}\n{table(headers, zip(*columns), right)}"
+
+
+def _handoffs(row: pd.Series) -> str:
+    """Mean hand-offs per request, with the mean time in transfer and in the receiving
+    pools' queues."""
+    n = row.get("handoffs_per_request")
+    if _missing(n) or n == 0:
+        return "none"
+    return f"{human(n)} ({seconds(row['handoff_transfer_s_mean'])} / {seconds(row['handoff_queue_s_mean'])})"
 
 
 def _count(n, noun: str) -> str:
@@ -150,7 +169,17 @@ def _pool_row(p: pd.Series) -> list[str]:
         str(p["pool"]), str(p["accelerator"]), str(p["model"]), str(p["precision"]), shape,
         percent(p["busy_fraction"]), percent(p.get("mfu")), percent(p.get("bandwidth_utilisation")),
         f"{percent(p.get('hbm_mean_fraction'))} / {percent(p.get('hbm_peak_fraction'))}",
+        _intensity(p),
     ]
+
+
+def _intensity(p: pd.Series) -> str:
+    """Arithmetic intensity of the pool's work against its ridge point: below the ridge
+    the pool is memory-bound, above it compute-bound."""
+    ai, ridge = p.get("arithmetic_intensity_flop_per_byte"), p.get("ridge_flop_per_byte")
+    if _missing(ai) or _missing(ridge):
+        return MISSING
+    return f"{human(ai)} / {human(ridge)} ({'compute' if ai >= ridge else 'memory'})"
 
 
 def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
@@ -163,7 +192,7 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
         f"  IT power       {human(fleet['it_power_max_kw'])} kW max, {human(fleet['it_power_avg_kw'])} kW average",
     ]
     headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
-               "HBM mean/peak"]
+               "HBM mean/peak", "FLOP/byte vs ridge"]
     rows = [_pool_row(p) for _, p in pools.iterrows()]
     right = [i >= 5 for i in range(len(headers))]
     return "\n".join(lines) + "\n" + table(headers, rows, right)

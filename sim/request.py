@@ -52,3 +52,17 @@ class Request:
     phases: list | tuple = ()
     phase: int = 0
     reserved_bytes: float = 0.0
+    # multi-stage journeys (diffusion pipelines, verifier hand-offs)
+    journey: list | None = None
+    leg: int = 0
+    draws: tuple = ()
+    leg_dispatched_at_s: float = 0.0
+    handoffs: int = 0
+    handoff_s: float = 0.0
+    handoff_wait_s: float = 0.0
+    verifier_calls: int = 0
+    branches: int = 1
+    memory_wait_s: float = 0.0
+    blocked_at_s: float = 0.0
+    cur_pool: int = -1
+    pool_shares: tuple = ()  # ((pool index, cumulative share_s when it left that pool), ...)

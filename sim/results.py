@@ -8,7 +8,8 @@ from typing import Callable
 import pandas as pd
 
 from sim.demand import generate_demand
-from sim.engine import build_pools, simulate
+from sim.engine import simulate
+from sim.pools import build_pools
 from sim.metrics import costed_requests, fleet_table, pool_table, workload_summary
 from sim.scenario import Scenario
 

@@ -77,9 +77,17 @@ class Router:
                 replica.listeners.append(self)
 
     def dispatch(self, req: Request) -> None:
+        """Route a new arrival (rejected with a reason if no pool can ever hold it)."""
         candidates = self._eligible(req)
         if candidates is None:
             return
+        self._route(req, candidates)
+
+    def forward(self, req: Request) -> None:
+        """Route a request arriving from an earlier stage of its journey."""
+        self._route(req, self.replicas)
+
+    def _route(self, req: Request, candidates: list) -> None:
         if self.central:
             free = [r for r in candidates if r.has_slot]
             if not free or self.queue:
@@ -102,7 +110,12 @@ class Router:
         return None
 
     def _send(self, replica, req: Request) -> None:
-        req.pool = replica.pool.index
+        index = replica.pool.index
+        if req.pool < 0:
+            req.pool = index  # the pool a request entered by; later legs are in pool_shares
+        elif index != req.cur_pool:
+            req.pool_shares += ((req.cur_pool, req.share_s),)
+        req.cur_pool = index
         replica.pool.prepare(req)
         replica.submit(req)
 

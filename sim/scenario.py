@@ -56,12 +56,17 @@ class _WorkloadBase(_Strict):
 class AutoregressiveWorkload(_WorkloadBase):
     """LLM requests: prefill of the prompt, then token-by-token decode with a KV cache.
 
+    ``best_of_k`` > 1 samples k branches per request (autoregressive best-of-k): the prompt
+    is prefilled once, its KV cache copied to every branch, and k sequences decode
+    side by side (k× the KV cache and decode work; the request ends with its last branch).
+
     Default lengths are lognormals fitted to the Azure LLM inference trace 2023 (conv),
     github.com/Azure/AzurePublicDataset (CC-BY 4.0); see traffic.distributions."""
 
     kind: Literal["autoregressive"]
     prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
     output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
+    best_of_k: int = Field(1, ge=1, le=64, description="branches per request, sharing a copied prompt KV")
 
 
 class DiffusionLMWorkload(_WorkloadBase):
@@ -75,27 +80,54 @@ class DiffusionLMWorkload(_WorkloadBase):
     steps: Distribution = Field(default_factory=lambda: {"kind": "constant", "value": 16})
 
 
-class ImageDiffusionWorkload(_WorkloadBase):
-    """Image diffusion: ``steps`` denoiser forwards (two per step with CFG)."""
+class _PictureWorkload(_WorkloadBase):
+    """Shared fields of image/video generation: resolution, frames and the compound
+    pipeline (text encoder → denoiser × steps → safety filter → VAE decode)."""
+
+    cfg: bool | None = Field(None, description="classifier-free guidance; default: the model's")
+    height_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
+    width_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
+    frames: int | None = Field(None, ge=1, le=10_000, description="video frames; default: the model's reference")
+    pipeline: bool = Field(
+        True, description="run the text encoder, safety filter and VAE decoder stages, not only the denoiser"
+    )
+
+
+class ImageDiffusionWorkload(_PictureWorkload):
+    """Image diffusion: a compound pipeline whose denoiser runs ``steps`` forwards (two
+    per step with CFG)."""
 
     kind: Literal["image_diffusion"]
     steps: int | None = Field(None, ge=1, le=10_000, description="default: the model's")
-    cfg: bool | None = Field(None, description="classifier-free guidance; default: the model's")
 
 
 class VideoDiffusionWorkload(ImageDiffusionWorkload):
     kind: Literal["video_diffusion"]  # type: ignore[assignment]
 
 
-class BranchingSearchWorkload(_WorkloadBase):
+class VerifierConfig(_Strict):
+    """A verifier that scores every candidate after the denoising steps listed in
+    ``checkpoints``. A check fails with probability ``fail_probability``; a failed
+    candidate is re-noised ``backtrack_steps`` steps back, denoised again and re-checked,
+    at most ``retry_budget`` times per checkpoint (depth-first backtracking)."""
+
+    model: str = "verifier"
+    checkpoints: list[int] | None = Field(None, description="steps after which to verify; default [total_steps]")
+    fail_probability: float = Field(0.0, ge=0, lt=1)
+    backtrack_steps: int = Field(5, ge=1, le=10_000)
+    retry_budget: int = Field(2, ge=0, le=100)
+
+
+class BranchingSearchWorkload(_PictureWorkload):
     """k candidates share the first s of N denoising steps, then fork (multiplier
-    m = k − (k−1)·s/N of one trajectory's denoiser FLOP)."""
+    m = k − (k−1)·s/N of one trajectory's denoiser FLOP, before backtracking); a verifier
+    scores them at checkpoints and the best of k is returned."""
 
     kind: Literal["branching_search"]
     candidates_k: int = Field(4, ge=1, le=1024)
     shared_steps: int = Field(40, ge=0)
     total_steps: int = Field(50, ge=1, le=10_000)
-    cfg: bool | None = None
+    verifier: VerifierConfig | None = None
 
     @model_validator(mode="after")
     def _shared_within_total(self) -> "BranchingSearchWorkload":
@@ -103,7 +135,20 @@ class BranchingSearchWorkload(_WorkloadBase):
             raise ValueError(
                 f"shared_steps (={self.shared_steps}) must be <= total_steps (={self.total_steps})"
             )
+        if self.verifier and self.verifier.checkpoints:
+            bad = [c for c in self.verifier.checkpoints if not self.shared_steps <= c <= self.total_steps]
+            if bad or sorted(set(self.verifier.checkpoints)) != self.verifier.checkpoints:
+                raise ValueError(
+                    f"verifier.checkpoints must be increasing steps between shared_steps "
+                    f"(={self.shared_steps}) and total_steps (={self.total_steps}); got {self.verifier.checkpoints}"
+                )
         return self
+
+    @property
+    def checkpoints(self) -> list[int]:
+        if self.verifier is None:
+            return []
+        return self.verifier.checkpoints or [self.total_steps]
 
 
 class ServiceTimeWorkload(_Strict):
@@ -141,7 +186,11 @@ class PoolConfig(_Strict):
 
     name: str = Field(min_length=1)
     accelerator: str
-    serves: list[str] = Field(min_length=1, description="workload names this pool serves")
+    serves: list[str] = Field(
+        min_length=1,
+        description="workloads this pool serves; `name:stage` places one pipeline stage "
+        "(encode, denoise, verify, safety, decode) of a workload here",
+    )
     replicas: int = Field(ge=1, le=100_000)
     tp: int = Field(1, ge=1, le=4096, description="tensor-parallel degree")
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
@@ -155,6 +204,9 @@ class PoolConfig(_Strict):
     min_kv_tokens: int = Field(2048, ge=0, description="KV one replica must hold beyond weights")
     price_usd: float | None = Field(None, ge=0, description="override the catalog price per accelerator")
     nodes_per_rack: int | None = Field(None, ge=1)
+    domain: str | None = Field(
+        None, description="scale-up domain label: pools sharing it (same accelerator) hand off over the scale-up link"
+    )
     rack_power_budget_kw: float | None = Field(None, gt=0)
 
 
@@ -166,6 +218,11 @@ class FleetConfig(_Strict):
         "least_outstanding"
     )
     pools: list[PoolConfig] = Field(min_length=1)
+    workloads: list[str] | None = Field(
+        None,
+        description="the workloads this fleet serves (default: all); lets one scenario compare "
+        "demand variants, e.g. all-autoregressive against half moved to a diffusion LM",
+    )
 
     @model_validator(mode="after")
     def _unique_pool_names(self) -> "FleetConfig":
@@ -246,25 +303,65 @@ class Scenario(_Strict):
         return self
 
 
+STAGES = {
+    "image_diffusion": ("encode", "denoise", "safety", "decode"),
+    "video_diffusion": ("encode", "denoise", "decode"),
+    "branching_search": ("encode", "denoise", "verify", "safety", "decode"),
+}
+
+
+def split_serves(entry: str) -> tuple[str, str | None]:
+    """``"image:decode"`` → ("image", "decode"); ``"image"`` → ("image", None)."""
+    name, _, stage = entry.partition(":")
+    return name, (stage or None)
+
+
+def fleet_workloads(scenario: Scenario, fleet: FleetConfig) -> list[str]:
+    """The workloads ``fleet`` serves, in scenario order."""
+    if fleet.workloads is None:
+        return list(scenario.workloads)
+    return [n for n in scenario.workloads if n in fleet.workloads]
+
+
 def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
     known = sorted(scenario.workloads)
+    unknown = [n for n in (fleet.workloads or []) if n not in scenario.workloads]
+    if unknown:
+        raise ValueError(f"fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
     served: set[str] = set()
     for pool in fleet.pools:
-        for name in pool.serves:
+        main = []
+        for entry in pool.serves:
+            name, stage = split_serves(entry)
             if name not in scenario.workloads:
                 raise ValueError(
                     f"fleet '{fleet.name}' pool '{pool.name}' serves unknown workload '{name}'; "
                     f"workloads are: {known}"
                 )
-        served.update(pool.serves)
-        models = {scenario.workloads[n].model for n in pool.serves}
-        kinds = {_engine_family(scenario.workloads[n].kind) for n in pool.serves}
+            if stage is not None:
+                allowed = STAGES.get(scenario.workloads[name].kind, ())
+                if stage not in allowed or stage == "denoise":
+                    raise ValueError(
+                        f"fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
+                        f"{scenario.workloads[name].kind} workload cannot be placed separately; "
+                        f"allowed: {[a for a in allowed if a != 'denoise']}"
+                    )
+            else:
+                main.append(name)
+                served.add(name)
+        if main and [split_serves(e)[1] for e in pool.serves if split_serves(e)[1]]:
+            raise ValueError(
+                f"fleet '{fleet.name}' pool '{pool.name}' mixes whole workloads and separate stages "
+                f"({pool.serves}); give stages their own pool"
+            )
+        models = {scenario.workloads[n].model for n in main}
+        kinds = {_engine_family(scenario.workloads[n].kind) for n in main}
         if len(models) > 1 or len(kinds) > 1:
             raise ValueError(
                 f"fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
                 f"engines ({sorted(map(str, models))}); a pool serves one model"
             )
-    missing = [n for n in known if n not in served]
+    missing = [n for n in fleet_workloads(scenario, fleet) if n not in served]
     if missing:
         raise ValueError(f"fleet '{fleet.name}' has no pool serving workload(s) {missing}")
 

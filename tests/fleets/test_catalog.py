@@ -10,7 +10,9 @@ CATALOG = load_catalog()
 ACCELERATOR_KEYS = {"h100-sxm", "h200", "b200", "gb200", "mi300x", "mi325x", "mi355x", "tpu-v5e",
                     "tpu-v6e", "tpu7x", "gaudi3", "trainium2", "groq-lpu", "cerebras-wse3"}
 MODEL_KEYS = {"llama-3-8b", "llama-3-70b", "llama-2-70b", "llama-3.1-405b", "mixtral-8x7b",
-              "llada-8b", "sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b", "verifier"}
+              "llada-8b", "sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b", "verifier",
+              "clip-l-text", "openclip-bigg-text", "t5-xxl-encoder", "umt5-xxl-encoder",
+              "sdxl-vae-decoder", "flux-vae-decoder", "wan-vae-decoder", "sd-safety-checker"}
 
 
 def test_catalog_has_every_requested_key():
@@ -88,7 +90,9 @@ def test_mixtral_experts_add_up():
 
 
 @pytest.mark.parametrize("key", ["llada-8b", "sdxl", "flux-1-dev", "wan2.1-t2v-14b",
-                                 "wan2.1-t2v-1.3b", "verifier"])
+                                 "wan2.1-t2v-1.3b", "verifier", "clip-l-text",
+                                 "openclip-bigg-text", "t5-xxl-encoder", "umt5-xxl-encoder",
+                                 "sd-safety-checker"])
 def test_activation_bytes_follow_documented_formula(key):
     model = CATALOG.model(key)
     expected = 24 * model.latent_tokens * model.hidden * 2
@@ -115,7 +119,7 @@ def test_unknown_key_names_where_and_allowed_keys():
 
 def test_tables_carry_units_and_status():
     acc_table, model_table = CATALOG.accelerators_table(), CATALOG.models_table()
-    assert len(acc_table) == 14 and len(model_table) == 11
+    assert len(acc_table) == 14 and len(model_table) == len(MODEL_KEYS)
     assert {"peak_bf16_tflops", "memory_gb", "status", "spec_source"} <= set(acc_table.columns)
     assert {"params_b", "kv_bytes_per_token_bf16", "status", "source"} <= set(model_table.columns)
 

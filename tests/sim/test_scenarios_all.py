@@ -12,7 +12,7 @@ import yaml
 
 from sim.demand import generate_demand
 from sim.results import run_scenario
-from sim.scenario import parse_scenario
+from sim.scenario import fleet_workloads, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -41,8 +41,9 @@ def test_scenario_conserves_requests(path, monkeypatch):
     demand = generate_demand(sc)
     results = run_scenario(sc)
     req = results.requests
-    expected = sum(len(d) for d in demand.values())
     for fleet, g in req.groupby("fleet"):
+        fleet_cfg = next(f for f in sc.fleets if f.name == fleet)
+        expected = sum(len(demand[n]) for n in fleet_workloads(sc, fleet_cfg))
         assert len(g) == expected, fleet
         assert g["request_id"].is_unique
         assert set(g["status"]) <= {"completed", "rejected", "in_flight"}
@@ -53,4 +54,4 @@ def test_scenario_conserves_requests(path, monkeypatch):
     for _, pool in results.pools.iterrows():
         if pool.get("hbm_peak_fraction") == pool.get("hbm_peak_fraction"):
             assert pool["hbm_peak_fraction"] <= 1.0 + 1e-9, pool["pool"]
-    assert len(results.summary) == len(sc.fleets) * len(sc.workloads)
+    assert len(results.summary) == sum(len(fleet_workloads(sc, f)) for f in sc.fleets)
