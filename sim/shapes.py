@@ -54,6 +54,7 @@ class PictureShape:
     verify: tuple | None
     latent_bytes: float
     scale: float
+    default_steps: int
 
 
 def picture_shape(workload, catalog: Catalog) -> PictureShape:
@@ -82,7 +83,10 @@ def picture_shape(workload, catalog: Catalog) -> PictureShape:
     if getattr(workload, "verifier", None) is not None:
         verify = _aux_phase([catalog.model(workload.verifier.model)], VERIFY, 1, 1.0)
     latent = (getattr(model, "latent_bytes_per_sample", None) or 0.0) * x
-    return PictureShape(guidance, flops * guidance, act * guidance, tokens * guidance, encode, safety, decode, verify, latent, x)
+    return PictureShape(
+        guidance, flops * guidance, act * guidance, tokens * guidance, encode, safety, decode, verify, latent, x,
+        model.default_steps or 1,
+    )
 
 
 def _token_scale(workload, model) -> float:
@@ -142,8 +146,7 @@ def picture_phases(workload, shape: PictureShape, failures: tuple = ()) -> list[
     if workload.kind == "branching_search":
         _search_denoise(workload, shape, den, failures, phases)
     else:
-        steps = workload.steps or 1
-        phases.append(_denoise(steps, 1, den))
+        phases.append(_denoise(workload.steps or shape.default_steps, 1, den))
     if shape.safety:
         phases.append(shape.safety)
     if shape.decode:

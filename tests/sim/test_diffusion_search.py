@@ -209,3 +209,9 @@ def test_stage_that_cannot_be_placed_is_a_clear_error():
                             {"name": "a", "accelerator": "h100-sxm", "serves": ["image"], "replicas": 1},
                             {"name": "b", "accelerator": "h100-sxm", "serves": ["image:verify"], "replicas": 1}]}]})
     assert "stage 'verify'" in str(err.value)
+
+
+def test_image_steps_default_to_the_models():
+    wl = {"image": {"kind": "image_diffusion", "model": "sdxl", "arrival": {"kind": "poisson", "rate_per_s": 1.0}}}
+    req = simulate(make_scenario(wl, [{"name": "i", "accelerator": "b200", "serves": ["image"], "replicas": 1}])).requests
+    assert (req["sample_steps"] == CATALOG.model("sdxl").default_steps).all()
