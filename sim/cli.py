@@ -6,6 +6,9 @@ prints one paragraph ``dcsim: error: ...`` on stderr and exits with code 2, with
 traceback; any other exception is a bug and keeps its traceback.
 
     dcsim run scenarios/default.yaml --out results/default
+    dcsim sweep scenarios/sweep-mix.yaml --out results/sweep --dask local --workers 2
+    dcsim export results/default --planner planner.csv
+    dcsim plan scenarios/plan-example.yaml --out results/plan
     dcsim catalog --kind models
     dcsim schema > scenario.schema.json
 """
@@ -93,6 +96,8 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="override the scenario seed"),
     duration_s: Optional[float] = typer.Option(None, "--duration-s", help="override the arrival duration, seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or notes on stderr"),
+    planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (one row per fleet) to FILE"),
+    headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
     from sim.export import check_replaceable, write_results
@@ -113,6 +118,8 @@ def run(
         note(f"simulated {len(scenario.fleets)} fleet(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         if out is not None:
             note(f"wrote {write_results(results, out)}", quiet)
+        if planner is not None:
+            note(f"wrote {write_run_planner(results, planner, headroom)}", quiet)
     typer.echo(run_report(results), nl=False)
 
 
@@ -146,6 +153,107 @@ def catalog(
 def schema() -> None:
     """Print the scenario JSON Schema (for editors and validators)."""
     typer.echo(json.dumps(Scenario.model_json_schema(), indent=2))
+
+
+# --- sweep, export, plan (sim.sweep, sim.planner_csv, sim.planner) --------------------
+
+def write_run_planner(results, path: Path, headroom: bool) -> Path:
+    """The planner CSV of one run (see :mod:`sim.planner_csv`), written atomically."""
+    from sim.export import write_csv, write_file_atomic
+    from sim.planner_csv import results_planner_table
+
+    table = results_planner_table(results, headroom=headroom)
+    return write_file_atomic(path, lambda p: write_csv(table, p))
+
+
+@app.command()
+def sweep(
+    sweep_path: Path = typer.Argument(..., metavar="SWEEP", help="sweep YAML file (base scenario, grid, fleets, seeds)"),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="results directory; a rerun resumes it"),
+    dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="'local' (start a LocalCluster) or tcp://HOST:PORT of a Dask scheduler"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local processes or LocalCluster workers (default: cores; 2 with --dask local); 1 runs in this process"),
+    strict: bool = typer.Option(False, "--strict", help="exit 1 if any point failed"),
+    planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (per point × fleet, with headroom) to FILE"),
+    headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each point's load headroom by re-simulation"),
+) -> None:
+    """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
+    from sim.sweep import run_sweep
+    from sim.sweep_spec import load_sweep
+
+    with user_errors():
+        spec = load_sweep(sweep_path)
+        note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {len(spec.seeds)} seed(s))")
+        report = run_sweep(spec, out, workers=workers, dask=dask, headroom=planner is not None and headroom)
+        rate = report.ran / report.wall_s * 60 if report.wall_s > 0 and report.ran else 0.0
+        note(f"ran {report.ran} point(s), skipped {report.skipped} already done, in {report.wall_s:.1f} s ({rate:.0f} points/minute)")
+        note(f"wrote {report.out_dir / 'sweep.parquet'} and sweep.csv ({len(report.table)} rows)")
+        if planner is not None:
+            note(f"wrote {write_dir_planner(out, planner, headroom=False)}")
+    _report_failures(report.failures, strict)
+
+
+def _grid_size(spec) -> int:
+    size = 1
+    for values in spec.grid.values():
+        size *= len(values)
+    return size
+
+
+def _report_failures(failures, strict: bool) -> None:
+    if failures.empty:
+        return
+    note(f"{len(failures)} point(s) failed (details in failures.csv):")
+    for _, f in failures.head(10).iterrows():
+        first = str(f["error"]).strip().splitlines()[0] if str(f["error"]).strip() else ""
+        note(f"  {f['point_id']} fleet {f['fleet']} seed {f['seed']} {f['overrides']}: {first}")
+    if len(failures) > 10:
+        note(f"  ... and {len(failures) - 10} more")
+    if strict:
+        raise typer.Exit(1)
+
+
+def write_dir_planner(directory: Path, path: Path, headroom: bool) -> Path:
+    from sim.export import write_csv, write_file_atomic
+    from sim.planner_csv import directory_planner_table
+
+    table = directory_planner_table(directory, headroom=headroom)
+    return write_file_atomic(path, lambda p: write_csv(table, p))
+
+
+@app.command()
+def export(
+    directory: Path = typer.Argument(..., metavar="DIR", help="a result directory from 'run --out' or 'sweep --out'"),
+    planner: Path = typer.Option(..., "--planner", metavar="FILE", help="write the planner CSV to FILE"),
+    headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="find load headroom by re-simulation when DIR lacks it"),
+) -> None:
+    """Write the planner CSV (one row per fleet, or per sweep point × fleet) from DIR."""
+    with user_errors():
+        note(f"wrote {write_dir_planner(directory, planner, headroom)}")
+
+
+@app.command()
+def plan(
+    plan_path: Path = typer.Argument(..., metavar="PLAN", help="plan YAML file (demand, SLOs, candidate accelerators)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="write plan.csv and the planned scenario(s) to DIR"),
+    planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="write the planner CSV of the chosen and single-type fleets to FILE"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+) -> None:
+    """Find the cheapest fleet whose simulated SLO attainment meets every target."""
+    from sim.planner import load_plan, run_plan, write_plan
+    from sim.planner_report import plan_text
+
+    with user_errors():
+        spec = load_plan(plan_path)
+        started = time.perf_counter()
+        result = run_plan(spec, log=None if quiet else note)
+        note(f"planned in {time.perf_counter() - started:.1f} s wall time ({result.simulations} simulations)", quiet)
+        if out is not None:
+            note(f"wrote {write_plan(result, out)}", quiet)
+        if planner is not None:
+            from sim.export import write_csv, write_file_atomic
+
+            note(f"wrote {write_file_atomic(planner, lambda p: write_csv(result.planner, p))}", quiet)
+    typer.echo(plan_text(result), nl=False)
 
 
 # --- entry point --------------------------------------------------------------------

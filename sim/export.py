@@ -108,3 +108,26 @@ def _swap_in(new: Path, target: Path) -> None:
         os.rename(old, target)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def write_file_atomic(path: str | Path, write) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into
+    place (readers see the old file or the new one, never half of one).
+
+    Raises:
+        UserError: the directory cannot be created or written."""
+    path = Path(path).absolute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        os.close(fd)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write there ({err.strerror})") from None
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
