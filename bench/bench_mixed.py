@@ -3,7 +3,7 @@ pipelines and branching search with a verifier, in one fleet, at least 100k requ
 
 Usage (from the repository root)::
 
-    python bench/bench_mixed.py [--duration-s 1200] [--scale 1.0] [--quick]
+    python bench/bench_mixed.py [--duration-s 1250] [--scale 1.0] [--quick]
 
 Prints requests simulated, wall seconds, requests per wall-second, SimPy events per
 request and per denoising sample-step, then events per request of the image workload at
@@ -62,7 +62,7 @@ def build_scenario(duration_s: float, scale: float):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--duration-s", type=float, default=1200.0)
+    p.add_argument("--duration-s", type=float, default=1250.0)
     p.add_argument("--scale", type=float, default=1.0, help="multiply every rate and pool size")
     p.add_argument("--quick", action="store_true", help="120 s instead of the full run")
     args = p.parse_args(argv)
