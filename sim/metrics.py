@@ -113,6 +113,7 @@ def _workload_row(fleet: str, name: str, g: pd.DataFrame, scenario: Scenario, wi
             row[key] = float(np.percentile(values, p)) if len(values) and not unstable else math.nan
     meets = _meets_slo(done, wl.slo)
     row["throughput_rps"] = len(done) / window_s
+    row["tokens_per_s_per_request_p50"] = float(done["tokens_per_s"].median()) if len(done) else math.nan
     row["output_tokens_per_s"] = done["output_tokens"].sum() / window_s
     row["slo_attainment"] = meets.sum() / len(g) if len(g) else math.nan
     row["slo_target"] = wl.slo.target
