@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench lock clean
+.PHONY: run test test-fast bench lock clean browser
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,11 @@ $(STAMP): pyproject.toml requirements.lock
 run: $(STAMP)
 	$(BIN)/dcsim run scenarios/default.yaml
 
-test: $(STAMP)
+# The dashboard's browser test drives Debian's Chromium (never `playwright install`).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2
 
 test-fast: $(STAMP)
@@ -25,6 +29,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_mixed.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -256,6 +256,13 @@ def plan(
     typer.echo(plan_text(result), nl=False)
 
 
+# --- report (HTML) ------------------------------------------------------------------
+
+from sim.report_html import register as _register_report  # noqa: E402
+
+_register_report(app)
+
+
 # --- entry point --------------------------------------------------------------------
 
 def main(argv: Optional[list[str]] = None) -> None:

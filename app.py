@@ -1,0 +1,375 @@
+"""dcsim what-if dashboard: ``streamlit run app.py``.
+
+Pick a scenario, edit traffic, hardware and prices in the sidebar, press Run, and read
+latency, utilisation and cost per fleet. The logic of the edits lives in
+:mod:`sim.dashboard_state` and the figures in :mod:`sim.charts`; this file only lays
+them out. Results are cached by the scenario's content, so re-running a scenario seen
+before is instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from fleets.catalog import load_catalog
+from sim import charts
+from sim import dashboard_state as ds
+from sim.errors import ScenarioError, UserError
+from sim.export import FLOAT_FORMAT
+from sim.report_html import load_sweep
+from sim.results import Results, run_scenario
+from sim.scenario import parse_scenario, scenario_to_yaml
+
+UPLOAD = "upload a scenario…"
+TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
+
+
+@st.cache_resource
+def catalog():
+    return load_catalog()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def simulate(scenario_json: str) -> Results:
+    """Run the scenario given as canonical JSON (the cache key: its content), with a
+    progress bar (created in here: cached functions may only touch their own elements)."""
+    scenario = parse_scenario(json.loads(scenario_json), "dashboard")
+    bar = st.progress(0.0, text="starting…")
+    try:
+        return run_scenario(scenario, progress=progress_factory(bar, len(scenario.fleets)))
+    finally:
+        bar.empty()
+
+
+def progress_factory(bar, fleets: int):
+    """``run_scenario`` progress callbacks driving one ``st.progress`` bar over all fleets."""
+    started = {"n": -1}
+
+    def factory(fleet: str, sim_end_s: float, total: int):
+        started["n"] += 1
+        index, last = started["n"], {"pct": -1}
+
+        def callback(sim_time_s: float, finished: int) -> None:
+            fraction = (index + min(sim_time_s / sim_end_s, 1.0)) / fleets
+            if int(100 * fraction) > last["pct"]:
+                last["pct"] = int(100 * fraction)
+                bar.progress(min(fraction, 1.0), text=f"simulating fleet {fleet}: {finished:,}/{total:,} requests")
+
+        return callback
+
+    return factory
+
+
+# --- sidebar ---------------------------------------------------------------------------
+
+def choose_scenario() -> tuple[str, dict | None]:
+    """Scenario picker: files in scenarios/ that describe a run, or an upload."""
+    files = ds.run_scenarios()
+    names = list(files) + [UPLOAD]
+    name = st.sidebar.selectbox("scenario", names, index=names.index("default") if "default" in files else 0, key="scenario")
+    if name != UPLOAD:
+        from sim.scenario import load_scenario
+
+        return name, ds.for_dashboard(load_scenario(files[name]).model_dump(mode="json"))
+    upload = st.sidebar.file_uploader("scenario YAML", type=["yaml", "yml"], key="upload")
+    if upload is None:
+        return name, None
+    try:
+        data = ds.read_scenario_text(upload.getvalue().decode("utf-8", "replace"), upload.name)
+    except ScenarioError as err:
+        st.sidebar.error(str(err))
+        return name, None
+    return f"upload:{upload.name}:{upload.size}", ds.for_dashboard(data)
+
+
+class Sidebar:
+    """Renders the edit widgets, keyed ``<scenario>::<edit key>``, errors beside them."""
+
+    def __init__(self, prefix: str, initial: dict, errors: dict[str, list[str]]) -> None:
+        self.prefix, self.initial, self.errors = prefix, initial, errors
+
+    def key(self, edit_key: str) -> str:
+        return f"{self.prefix}::{edit_key}"
+
+    def show_errors(self, edit_key: str, where=st.sidebar) -> None:
+        for message in self.errors.get(edit_key, []):
+            where.error(message, icon="⚠️")
+
+    def has_errors(self, *prefixes: str) -> bool:
+        return any(k == p or k.startswith(p + ".") for k in self.errors for p in prefixes)
+
+    def widget(self, where, edit_key: str, make: str, label: str, **kwargs) -> None:
+        if edit_key in self.initial:
+            getattr(where, make)(label, key=self.key(edit_key), **kwargs)
+            self.show_errors(edit_key, where)
+
+
+def values_from_state(prefix: str, initial: dict) -> dict:
+    """Current widget values (defaults for widgets not yet shown)."""
+    for k, v in initial.items():
+        st.session_state.setdefault(f"{prefix}::{k}", v)
+    return {k: st.session_state[f"{prefix}::{k}"] for k in initial}
+
+
+def run_settings(bar: Sidebar) -> None:
+    box = st.sidebar.expander("run", expanded=bar.has_errors("run"))
+    bar.widget(box, "run.duration_s", "number_input", "arrivals for (s)", min_value=1.0, step=30.0,
+               help=f"the dashboard caps scenarios at {ds.DASHBOARD_MAX_DURATION_S:g} s of arrivals for speed; raise it here")
+    bar.widget(box, "run.seed", "number_input", "seed", min_value=0, step=1)
+
+
+def traffic(bar: Sidebar, data: dict) -> None:
+    box = st.sidebar.expander("traffic", expanded=True)
+    bar.show_errors("traffic", box)
+    total = bar.initial.get("traffic.total_rate_per_s", 0.0)
+    bar.widget(box, "traffic.total_rate_per_s", "slider", "total arrival rate (requests/s)",
+               min_value=0.0, max_value=float(max(4 * total, 1.0)), step=0.1)
+    for name, wl in data["workloads"].items():
+        bar.widget(box, f"traffic.share.{name}", "slider", f"share: {name} ({wl['kind']}) %",
+                   min_value=0.0, max_value=100.0, step=0.1)
+        bar.widget(box, f"workloads.{name}.arrival.rate_scale", "number_input",
+                   f"{name}: trace replay speed (×)", min_value=0.01, step=0.1)
+
+
+def workload(bar: Sidebar, name: str, wl: dict) -> None:
+    base = f"workloads.{name}"
+    box = st.sidebar.expander(f"workload {name} ({wl['kind']})", expanded=bar.has_errors(base))
+    bar.show_errors(base, box)
+    if wl["kind"] == "diffusion_lm":
+        bar.widget(box, f"{base}.steps", "text_input", "denoising steps (one value, or choices: 4, 8, 16)")
+    else:
+        bar.widget(box, f"{base}.steps", "number_input", "denoising steps (0 = model default)", min_value=0, step=1)
+    bar.widget(box, f"{base}.candidates_k", "number_input", "branching: candidates k", min_value=1, step=1)
+    bar.widget(box, f"{base}.shared_steps", "number_input", "branching: shared steps s", min_value=0, step=1)
+    bar.widget(box, f"{base}.total_steps", "number_input", "branching: total steps N", min_value=1, step=1)
+    for bound, label in (("ttft_s", "SLO: TTFT (s, 0 = none)"), ("tpot_s", "SLO: TPOT (s, 0 = none)"),
+                         ("e2e_s", "SLO: end-to-end (s, 0 = none)")):
+        bar.widget(box, f"{base}.slo.{bound}", "number_input", label, min_value=0.0, step=0.05, format="%.3f")
+    bar.widget(box, f"{base}.slo.target", "number_input", "SLO target (% of requests)", min_value=0.0, step=0.5)
+
+
+def hardware(bar: Sidebar, data: dict) -> None:
+    accelerators = sorted(catalog().accelerators)
+    box = st.sidebar.expander("hardware mix", expanded=bar.has_errors("fleets"))
+    bar.widget(box, "fleets.selected", "multiselect", "fleets to run",
+               options=[f["name"] for f in data["fleets"]])
+    workloads = list(data["workloads"])
+    for i, fleet in enumerate(data["fleets"]):
+        box.markdown(f"**{fleet['name']}**")
+        bar.show_errors(f"fleets.{i}", box)
+        for j, pool in enumerate(fleet["pools"]):
+            base = f"fleets.{i}.pools.{j}"
+            box.caption(f"pool {pool['name']}")
+            bar.show_errors(base, box)
+            left, right = box.columns(2)
+            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators)
+            bar.widget(right, f"{base}.replicas", "number_input", "replicas", min_value=1, step=1)
+            bar.widget(left, f"{base}.tp", "selectbox", "TP", options=TP_CHOICES)
+            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0)
+            bar.widget(box, f"{base}.serves", "multiselect", "serves", options=workloads)
+
+
+def prices(bar: Sidebar) -> None:
+    box = st.sidebar.expander("prices", expanded=bar.has_errors("economics"))
+    bar.widget(box, "economics.electricity_usd_per_kwh", "number_input", "electricity ($/kWh)",
+               min_value=0.0, step=0.01, format="%.4f")
+    bar.widget(box, "economics.pue", "number_input", "PUE", min_value=0.5, step=0.05)
+    bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", min_value=0.5, step=0.5)
+
+
+def sidebar() -> tuple[dict | None, object]:
+    """Render the sidebar; returns the scenario dict to run (None if invalid) and the
+    Run button state."""
+    st.sidebar.title("dcsim what-if")
+    prefix, data = choose_scenario()
+    if data is None:
+        return None, False
+    st.session_state["all_fleets"] = [f["name"] for f in data["fleets"]]
+    initial = ds.initial_values(data, catalog())
+    values = values_from_state(prefix, initial)
+    scenario, errors = ds.validate(data, values, initial)
+    st.session_state["errors"] = errors
+    bar = Sidebar(prefix, initial, errors)
+    pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None, key="run", width="stretch")
+    bar.show_errors(ds.GENERAL)
+    if scenario is None:
+        st.sidebar.error("Fix the highlighted inputs to run.", icon="🛑")
+    if st.sidebar.button("reset edits", key="reset"):
+        for k in initial:
+            st.session_state.pop(bar.key(k), None)
+        st.rerun()
+    run_settings(bar)
+    traffic(bar, data)
+    for name, wl in data["workloads"].items():
+        workload(bar, name, wl)
+    hardware(bar, data)
+    prices(bar)
+    return (scenario.model_dump(mode="json") if scenario is not None else None), pressed
+
+
+# --- main area -----------------------------------------------------------------------
+
+def kpi_cards(results: Results, colors: dict) -> None:
+    columns = st.columns(len(results.fleets))
+    for column, (_, fleet) in zip(columns, results.fleets.iterrows()):
+        with column:
+            color = colors.get(fleet["fleet"], "#444")
+            st.markdown(f"<h4 style='border-bottom:4px solid {color};margin-bottom:4px'>{fleet['fleet']}</h4>",
+                        unsafe_allow_html=True)
+            st.caption(str(fleet["accelerators"]))
+            kpis = list(charts.kpi_fleet(fleet, results.summary).items())
+            for row in (kpis[:2], kpis[2:4], kpis[4:]):
+                for cell, (label, value) in zip(st.columns(len(row)), row):
+                    cell.metric(label, value, border=True)
+            st.dataframe(charts.kpi_workloads(results.summary, fleet["fleet"]), hide_index=True)
+
+
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n").encode()
+
+
+def planner_module():
+    """``sim.planner_csv`` if this installation has it (the planner CSV download)."""
+    try:
+        return importlib.import_module("sim.planner_csv")
+    except ImportError:
+        return None
+
+
+def downloads(results: Results) -> None:
+    st.subheader("Downloads (the files `dcsim run --out` writes)")
+    files = [("requests.csv", results.requests), ("pools.csv", results.pools),
+             ("summary.csv", results.summary), ("fleets.csv", results.fleets)]
+    columns = st.columns(len(files) + 2)
+    for column, (name, df) in zip(columns, files):  # callables: the CSV is built on click
+        column.download_button(name, lambda d=df: csv_bytes(d), file_name=name, mime="text/csv", key=f"dl-{name}")
+    columns[len(files)].download_button("scenario.yaml", scenario_to_yaml(results.scenario), file_name="scenario.yaml",
+                                        mime="application/yaml", key="dl-scenario")
+    planner = planner_module()
+    if planner is not None and hasattr(planner, "results_planner_table"):
+        table = lambda: csv_bytes(planner.results_planner_table(results, headroom=False))  # noqa: E731
+        columns[-1].download_button("planner.csv", table, file_name="planner.csv", mime="text/csv",
+                                    key="dl-planner", help="without headroom (run `dcsim export --planner` for it)")
+
+
+def overview(results: Results, colors: dict) -> None:
+    kpi_cards(results, colors)
+    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="overview-cost")
+    downloads(results)
+
+
+def latency(results: Results, colors: dict) -> None:
+    for name in results.scenario.workloads:
+        st.plotly_chart(charts.latency_cdf(results.requests, name, colors), key=f"cdf-{name}")
+
+
+def utilisation(results: Results) -> None:
+    st.plotly_chart(charts.pool_utilisation(results.pools), key="pool-util")
+    fleet = st.selectbox("fleet", list(results.fleets["fleet"]), key="util-fleet")
+    st.plotly_chart(charts.utilisation_over_time(results.timeseries, results.pools, fleet), key="util-time")
+
+
+def cost(results: Results, colors: dict) -> None:
+    left, right = st.columns(2)
+    left.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
+    right.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
+
+
+def roofline(results: Results, colors: dict) -> None:
+    kinds = charts.pool_kinds(results.scenario)
+    st.plotly_chart(charts.roofline(results.pools, catalog().accelerators, kinds, colors), key="roofline")
+    st.caption("Each pool's operating point: measured FLOP per byte moved and achieved FLOP/s per accelerator "
+               "while busy. Left of an accelerator's ridge a pool is memory-bound (autoregressive decode), "
+               "right of it compute-bound (diffusion).")
+
+
+def compare(results: Results, colors: dict) -> None:
+    names = list(results.fleets["fleet"])
+    if len(names) < 2:
+        st.info("Run two or more fleets to compare them.")
+        return
+    left, right = st.columns(2)
+    a = left.selectbox("fleet A", names, index=0, key="cmp-a")
+    b = right.selectbox("fleet B", names, index=1, key="cmp-b")
+    table = charts.compare_fleets(results.summary, results.fleets, a, b)
+    shown = table.assign(change=table["change"].map(lambda c: "—" if pd.isna(c) else f"{c:+.0%}"))
+    st.dataframe(shown.style.apply(lambda r: [_better_style(r["better"], a, b, colors)] * len(r), axis=1),
+                 hide_index=True)
+    st.plotly_chart(charts.comparison_chart(table, a, b, colors), key="cmp-chart")
+
+
+def _better_style(better: str, a: str, b: str, colors: dict) -> str:
+    return "" if better not in (a, b) else f"background-color: {colors.get(better, '#ddd')}22"
+
+
+def sweep_view() -> None:
+    st.caption("Load the output directory of `dcsim sweep --out DIR` (sweep.parquet or sweep.csv).")
+    path = st.text_input("sweep directory", key="sweep-dir")
+    if not path:
+        return
+    try:
+        table = load_sweep(Path(path))
+    except UserError as err:
+        st.error(str(err))
+        return
+    workloads = list(dict.fromkeys(table["workload"]))
+    workload = st.selectbox("workload", workloads, key="sweep-workload")
+    st.plotly_chart(charts.pareto_front(table, workload), key="pareto")
+    params = charts.swept_columns(table)
+    if len(params) < 2:
+        st.info("A heatmap needs two swept parameters.")
+        return
+    cols = st.columns(3)
+    x = cols[0].selectbox("x", params, index=0, key="heat-x")
+    y = cols[1].selectbox("y", params, index=1, key="heat-y")
+    fleet = cols[2].selectbox("fleet", list(dict.fromkeys(table["fleet"])), key="heat-fleet")
+    st.plotly_chart(charts.sweep_heatmap(table, x, y, fleet=fleet, workload=workload), key="heatmap")
+
+
+def results_for(scenario: dict | None, pressed: bool) -> Results | None:
+    """Run on Run; otherwise the last run's (cached) results."""
+    if pressed and scenario is not None:
+        st.session_state["last_run"] = json.dumps(scenario, sort_keys=True)
+    key = st.session_state.get("last_run")
+    if key is None:
+        return None
+    try:
+        return simulate(key)
+    except UserError as err:
+        st.error(str(err))
+        return None
+
+
+def main() -> None:
+    st.set_page_config(page_title="dcsim what-if", page_icon="🏭", layout="wide")
+    scenario, pressed = sidebar()
+    st.title("AI-inference datacenter what-if")
+    results = results_for(scenario, pressed)
+    if results is None:
+        st.info("Edit the scenario in the sidebar and press **Run**. Load a sweep directory below without running.")
+        sweep_view()
+        return
+    stale = scenario is not None and json.dumps(scenario, sort_keys=True) != st.session_state["last_run"]
+    sc = results.scenario
+    st.caption(f"scenario **{sc.name}**: seed {sc.seed}, {sc.duration_s:g} s of arrivals after {sc.warmup_s:g} s "
+               f"warm-up, {len(sc.fleets)} fleet(s)" + (" — *the sidebar has edits not yet run*" if stale else ""))
+    colors = charts.fleet_colors(st.session_state.get("all_fleets", []) + list(results.fleets["fleet"]))
+    views = {
+        "Overview": lambda: overview(results, colors),
+        "Latency": lambda: latency(results, colors),
+        "Utilisation": lambda: utilisation(results),
+        "Cost": lambda: cost(results, colors),
+        "Roofline": lambda: roofline(results, colors),
+        "Compare": lambda: compare(results, colors),
+        "Sweep": sweep_view,
+    }
+    # one view at a time (not st.tabs, which builds and ships every chart on each rerun)
+    view = st.segmented_control("view", list(views), default="Overview", key="view", label_visibility="collapsed")
+    views[view or "Overview"]()
+
+main()
