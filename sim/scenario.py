@@ -24,9 +24,6 @@ from traffic.distributions import (
     Distribution,
 )
 
-PRECISIONS = ("bf16", "fp8", "fp4")
-ROUTER_POLICIES = ("round_robin", "least_outstanding", "join_shortest_queue", "central_queue")
-ENGINE_MODES = ("fast", "exact")
 
 
 class _Strict(BaseModel):

@@ -4,7 +4,7 @@ A phase is ``(steps, width, flops, bytes, tokens, first_output, act_bytes, stage
 sample-step: ``steps`` forwards of ``width`` samples, each costing ``flops`` FLOP,
 ``bytes`` bytes beyond the weights, ``tokens`` tokens through the interconnect, and
 holding ``act_bytes`` of activation memory per sample while it runs. ``stage`` says which
-pipeline stage it belongs to (:data:`STAGE_NAMES`), which decides the pool it runs on.
+pipeline stage it belongs to (:data:`STAGE_CODES`), which decides the pool it runs on.
 
 - image/video diffusion: text encoder(s) (once, twice with CFG for the negative prompt)
   → denoiser × S steps (two forwards per step with CFG) → safety filter → VAE decode.
@@ -31,7 +31,6 @@ from sim.perf import PerfModel
 from sim.request import Request
 
 DENOISE, ENCODE, VERIFY, SAFETY, DECODE, PREFILL = range(6)
-STAGE_NAMES = ("denoise", "encode", "verify", "safety", "decode", "denoise")
 STAGE_CODES = {"denoise": DENOISE, "encode": ENCODE, "verify": VERIFY, "safety": SAFETY, "decode": DECODE}
 
 # phase tuple fields
@@ -201,7 +200,3 @@ def diffusion_lm_phases(workload, perf: PerfModel, req: Request) -> tuple[list[t
         phases.append((req.steps, 1, flops, kv * (context + block), block, i == 0, act, DENOISE))
     return phases, kv * (prompt + blocks * block)
 
-
-def denoiser_sample_steps_formula(k: int, s: int, n: int) -> float:
-    """k·N − (k−1)·s: sample-steps of a k-way search sharing s of N steps (no backtracking)."""
-    return k * n - (k - 1) * s
