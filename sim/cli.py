@@ -11,6 +11,7 @@ traceback; any other exception is a bug and keeps its traceback.
     dcsim plan scenarios/plan-example.yaml --out results/plan
     dcsim catalog --kind models
     dcsim schema > scenario.schema.json
+    dcsim validate --out results/validate
 """
 
 from __future__ import annotations
@@ -261,6 +262,35 @@ def plan(
 from sim.report_html import register as _register_report  # noqa: E402
 
 _register_report(app)
+
+
+# --- validate (sim.validate) ---------------------------------------------------------
+
+DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference" / "calibration_points.csv"
+
+
+@app.command()
+def validate(
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
+    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", metavar="PATH", help="MLPerf calibration points CSV"),
+    update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted factors into fleets/data/accelerators.csv"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+) -> None:
+    """Fit eta_c and eta_m per accelerator on MLPerf calibration points; report the error on all points."""
+    from sim.validate import validate as run_validation
+    from sim.validate_report import summary_text, update_catalog as write_catalog, write_outputs
+
+    with user_errors():
+        started = time.perf_counter()
+        result = run_validation(data)
+        note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
+        for path in write_outputs(result, out):
+            note(f"wrote {path}", quiet)
+        if update_catalog:
+            from fleets.catalog_io import DATA_DIR
+
+            note(f"wrote {write_catalog(result.factors, DATA_DIR / 'accelerators.csv')}", quiet)
+    typer.echo(summary_text(result), nl=False)
 
 
 # --- entry point --------------------------------------------------------------------

@@ -1,0 +1,213 @@
+"""Published MLPerf Inference results as calibration points for the roofline model.
+
+Reads ``calibration_points.csv`` (one row per system × benchmark × scenario × metric,
+MLPerf Inference v4.0/v4.1; see ``../shared/data/reference/``) and keeps, per system and
+scenario, the headline throughput metric. Each kept point is either *expressible* (its
+accelerator and model map to catalog keys, its scenario is Offline or Server, it is a
+closed-division result) or listed in the ``unexpressed`` table with the reason.
+
+Points are split into a calibration group and a held-out group by a fixed rule
+(:func:`assign_groups`): within each accelerator × model of the Offline points, systems
+are sorted by name and every other one (the 1st, 3rd, ...) calibrates; every Server point
+and every other Offline point is held out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sim.errors import UserError
+
+# MLPerf accelerator names (``accelerator`` column) -> catalog key; None = not in the
+# catalog (the reason is given in UNKNOWN_ACCELERATORS).
+ACCELERATOR_KEYS = {
+    "NVIDIA H100-SXM-80GB": "h100-sxm",
+    "NVIDIA H200-SXM-141GB": "h200",
+    "NVIDIA H200-SXM-141GB-CTS": "h200",  # custom thermal solution (1000 W): same chip and memory
+    "AMD Instinct MI300X-NPS1-SPX-192GB-750W": "mi300x",
+    "AMD MI300X-NPS1-SPX-192GB-750W": "mi300x",
+    "TPU v5e": "tpu-v5e",
+    "TPU v6": "tpu-v6e",  # Google's v4.1 submission names Trillium "TPU v6"; the catalog's v6e
+}
+UNKNOWN_ACCELERATORS = {
+    "NVIDIA H100-NVL-94GB": "H100 NVL (94 GB, 3.9 TB/s, PCIe card pairs) is not in the catalog",
+    "NVIDIA H100-PCIe-80GB": "H100 PCIe (80 GB, 2.0 TB/s, 350 W) is not in the catalog",
+    "NVIDIA GH200 Grace Hopper Superchip 144GB": "GH200 144 GB (HBM3e, 4.9 TB/s) is not in the catalog",
+    "NVIDIA GH200 Grace Hopper Superchip 96GB": "GH200 96 GB (HBM3, 4.0 TB/s) is not in the catalog",
+    "NVIDIA L40S": "L40S is not in the catalog",
+    "NVIDIA L4": "L4 is not in the catalog",
+    "NVIDIA GeForce RTX 4090": "RTX 4090 is not in the catalog",
+    "NVIDIA Jetson AGX Orin 64G": "Jetson AGX Orin is not in the catalog",
+    "Intel Gaudi2": "Gaudi2 is not in the catalog (only Gaudi 3)",
+}
+# MLPerf benchmark names -> catalog model key. The -99 and -99.9 variants of llama2-70b
+# differ only in the accuracy target; the same run often serves both.
+MODEL_KEYS = {
+    "llama2-70b-99": "llama-2-70b",
+    "llama2-70b-99.9": "llama-2-70b",
+    "mixtral-8x7b": "mixtral-8x7b",
+    "stable-diffusion-xl": "sdxl",
+}
+SCENARIOS = ("Offline", "Server")
+# Headline metric per scenario and benchmark family, in order of preference. Server LLM
+# results report completed tokens/s (v4.1 headline); SDXL v4.0 reported scheduled samples/s.
+HEADLINE_METRICS = {
+    ("Offline", "llm"): ("tokens_per_s",),
+    ("Server", "llm"): ("completed_tokens_per_s",),
+    ("Offline", "image"): ("samples_per_s",),
+    ("Server", "image"): ("completed_samples_per_s", "scheduled_samples_per_s"),
+}
+# Precision when the ``precision`` column is empty (it is, for every row of the v4.x
+# file). ASSUMED, per vendor and benchmark family: NVIDIA (TensorRT-LLM) and AMD (vLLM
+# ROCm) closed LLM submissions quantise weights and KV cache to FP8. SDXL is costed at
+# bf16 everywhere: NVIDIA quantises only the UNet's GEMMs/convs to INT8/FP8 while
+# attention, norms, the text encoders and the VAE run in FP16, and dcsim has one
+# precision per pool; Google's TPU results run in bf16.
+DEFAULT_PRECISION = {("nvidia", "llm"): "fp8", ("amd", "llm"): "fp8"}
+POINT_COLUMNS = ("point", "system", "mlperf_accelerator", "accelerator", "count", "benchmark", "model",
+                 "scenario", "metric", "unit", "measured", "precision", "division", "source")
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One published result that dcsim can simulate. ``measured`` is in ``unit``
+    (tokens/s for LLMs, samples/s for SDXL), for the whole system of ``count`` chips."""
+
+    point: str
+    system: str
+    mlperf_accelerator: str
+    accelerator: str
+    count: int
+    benchmark: str
+    model: str
+    scenario: str
+    metric: str
+    unit: str
+    measured: float
+    precision: str
+    division: str
+    source: str
+
+
+def family(model_key: str) -> str:
+    """"image" for SDXL, "llm" for the language models."""
+    return "image" if model_key == "sdxl" else "llm"
+
+
+def read_points(path: str | Path) -> tuple[list[Point], pd.DataFrame]:
+    """(expressible points, unexpressed table with a ``reason`` column) from the CSV.
+
+    Raises:
+        UserError: the file is missing or lacks a required column.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"calibration data not found: {path} (pass --data PATH)")
+    rows = pd.read_csv(path, dtype=str).fillna("")
+    missing = [c for c in ("system", "accelerator", "count", "model", "scenario", "metric", "value", "source")
+               if c not in rows.columns]
+    if missing:
+        raise UserError(f"{path}: missing column(s) {missing}")
+    points, unexpressed = [], []
+    for _, group in rows.groupby(["system", "model", "scenario"], sort=True):
+        headline = _headline_row(group)
+        if headline is None:
+            continue
+        reason = _unexpressed_reason(headline)
+        if reason:
+            unexpressed.append({**_summary(headline), "reason": reason})
+        else:
+            points.append(_point(headline))
+    return _dedupe(points), pd.DataFrame(unexpressed, columns=[*_SUMMARY, "reason"])
+
+
+_SUMMARY = ("system", "mlperf_accelerator", "count", "benchmark", "scenario", "metric", "measured", "source")
+
+
+def _summary(row: pd.Series) -> dict:
+    return {"system": row["system"], "mlperf_accelerator": row["accelerator"], "count": row["count"],
+            "benchmark": row["model"], "scenario": row["scenario"], "metric": row["metric"],
+            "measured": float(row["value"]), "source": row["source"]}
+
+
+def _headline_row(group: pd.DataFrame) -> pd.Series | None:
+    first = group.iloc[0]
+    fam = family(MODEL_KEYS.get(first["model"], "")) if first["model"] in MODEL_KEYS else (
+        "image" if "diffusion" in first["model"] else "llm")
+    for metric in HEADLINE_METRICS.get((first["scenario"], fam), ("samples_per_s", "tokens_per_s")):
+        hit = group[group["metric"] == metric]
+        if not hit.empty:
+            return hit.iloc[0]
+    return None
+
+
+def _division(row: pd.Series) -> str:
+    return "open" if " open" in row["notes"] or "/open/" in row["source"] or " open/" in row["source"] else "closed"
+
+
+def _unexpressed_reason(row: pd.Series) -> str:
+    if row["scenario"] not in SCENARIOS:
+        return f"unsupported scenario {row['scenario']!r} (dcsim expresses Offline and Server)"
+    if _division(row) == "open":
+        return "open division (modified model or method: pruned, sparse, LCM, GPTQ); not the closed benchmark"
+    if row["model"] not in MODEL_KEYS:
+        return f"missing model: benchmark {row['model']!r} has no catalog model"
+    if row["accelerator"] not in ACCELERATOR_KEYS:
+        return "unknown accelerator: " + UNKNOWN_ACCELERATORS.get(
+            row["accelerator"], f"{row['accelerator']!r} has no catalog key")
+    if _count(row) is None:
+        return f"accelerator count {row['count']!r} is not a number"
+    return ""
+
+
+def _count(row: pd.Series) -> int | None:
+    match = re.match(r"\s*(\d+)", row["count"])
+    return int(match.group(1)) if match else None
+
+
+def _precision(row: pd.Series) -> str:
+    if row.get("precision", ""):
+        return row["precision"].lower()
+    vendor = row["accelerator"].split()[0].lower()
+    return DEFAULT_PRECISION.get((vendor, family(MODEL_KEYS[row["model"]])), "bf16")
+
+
+def _point(row: pd.Series) -> Point:
+    benchmark = row["model"]
+    return Point(
+        point=f"{row['system']}|{benchmark}|{row['scenario']}",
+        system=row["system"], mlperf_accelerator=row["accelerator"],
+        accelerator=ACCELERATOR_KEYS[row["accelerator"]], count=_count(row),
+        benchmark=benchmark, model=MODEL_KEYS[benchmark], scenario=row["scenario"],
+        metric=row["metric"], unit=row.get("unit", ""), measured=float(row["value"]),
+        precision=_precision(row), division=_division(row), source=row["source"],
+    )
+
+
+def _dedupe(points: list[Point]) -> list[Point]:
+    """Drop a llama2-70b-99.9 point whose system reports the same value for -99 (one run
+    scored against both accuracy targets): it would count the same measurement twice."""
+    seen = {(p.system, p.model, p.scenario, p.measured) for p in points if not p.benchmark.endswith("99.9")}
+    return [p for p in points if not (p.benchmark.endswith("99.9") and (p.system, p.model, p.scenario, p.measured) in seen)]
+
+
+def assign_groups(points: list[Point]) -> dict[str, str]:
+    """point id -> "calibration" or "held-out" (rule in the module docstring)."""
+    groups = {p.point: "held-out" for p in points}
+    offline: dict[tuple, list[Point]] = {}
+    for p in points:
+        if p.scenario == "Offline":
+            offline.setdefault((p.accelerator, p.model), []).append(p)
+    for members in offline.values():
+        for i, p in enumerate(sorted(members, key=lambda q: q.point)):
+            if i % 2 == 0:
+                groups[p.point] = "calibration"
+    return groups
+
+
+def points_frame(points: list[Point]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(p) for p in points], columns=list(POINT_COLUMNS))
