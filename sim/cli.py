@@ -158,13 +158,18 @@ def schema() -> None:
 
 # --- sweep, export, plan (sim.sweep, sim.planner_csv, sim.planner) --------------------
 
-def write_run_planner(results, path: Path, headroom: bool) -> Path:
-    """The planner CSV of one run (see :mod:`sim.planner_csv`), written atomically."""
+def write_planner(table, path: Path) -> Path:
+    """Write a planner table (see :mod:`sim.planner_csv`) to ``path`` atomically."""
     from sim.export import write_csv, write_file_atomic
+
+    return write_file_atomic(path, lambda p: write_csv(table, p))
+
+
+def write_run_planner(results, path: Path, headroom: bool) -> Path:
+    """The planner CSV of one run."""
     from sim.planner_csv import results_planner_table
 
-    table = results_planner_table(results, headroom=headroom)
-    return write_file_atomic(path, lambda p: write_csv(table, p))
+    return write_planner(results_planner_table(results, headroom=headroom), path)
 
 
 @app.command()
@@ -214,11 +219,10 @@ def _report_failures(failures, strict: bool) -> None:
 
 
 def write_dir_planner(directory: Path, path: Path, headroom: bool) -> Path:
-    from sim.export import write_csv, write_file_atomic
+    """The planner CSV of a run or sweep output directory."""
     from sim.planner_csv import directory_planner_table
 
-    table = directory_planner_table(directory, headroom=headroom)
-    return write_file_atomic(path, lambda p: write_csv(table, p))
+    return write_planner(directory_planner_table(directory, headroom=headroom), path)
 
 
 @app.command()
