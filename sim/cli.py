@@ -255,9 +255,7 @@ def plan(
         if out is not None:
             note(f"wrote {write_plan(result, out)}", quiet)
         if planner is not None:
-            from sim.export import write_csv, write_file_atomic
-
-            note(f"wrote {write_file_atomic(planner, lambda p: write_csv(result.planner, p))}", quiet)
+            note(f"wrote {write_planner(result.planner, planner)}", quiet)
     typer.echo(plan_text(result), nl=False)
 
 
