@@ -2,28 +2,28 @@
 
 Pick a scenario, edit traffic, hardware and prices in the sidebar, press Run, and read
 latency, utilisation and cost per fleet. The logic of the edits lives in
-:mod:`sim.dashboard_state` and the figures in :mod:`sim.charts`; this file only lays
+:mod:`sim.dashboard` and the figures in :mod:`sim.results.charts`; this file only lays
 them out. Results are cached by the scenario's content, so re-running a scenario seen
 before is instant.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from fleets.catalog import load_catalog
-from sim import charts
-from sim import dashboard_state as ds
+from fleets.catalog_io import load_catalog
+from sim.results import charts
+from sim import dashboard as ds
 from sim.errors import ScenarioError, UserError
-from sim.export import FLOAT_FORMAT
-from sim.report_html import load_sweep
-from sim.results import Results, run_scenario
+from sim.results.export import FLOAT_FORMAT
+from sim.results.report_html import load_sweep
+from sim.results.tables import Results, run_scenario
 from sim.scenario import parse_scenario, scenario_to_yaml
+from sim.studies.headroom import results_planner_table
 
 UPLOAD = "upload a scenario…"
 TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
@@ -233,14 +233,6 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
     return df.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n").encode()
 
 
-def planner_module():
-    """``sim.planner_csv`` if this installation has it (the planner CSV download)."""
-    try:
-        return importlib.import_module("sim.planner_csv")
-    except ImportError:
-        return None
-
-
 def downloads(results: Results) -> None:
     st.subheader("Downloads (the files `dcsim run --out` writes)")
     files = [("requests.csv", results.requests), ("pools.csv", results.pools),
@@ -250,11 +242,9 @@ def downloads(results: Results) -> None:
         column.download_button(name, lambda d=df: csv_bytes(d), file_name=name, mime="text/csv", key=f"dl-{name}")
     columns[len(files)].download_button("scenario.yaml", scenario_to_yaml(results.scenario), file_name="scenario.yaml",
                                         mime="application/yaml", key="dl-scenario")
-    planner = planner_module()
-    if planner is not None and hasattr(planner, "results_planner_table"):
-        table = lambda: csv_bytes(planner.results_planner_table(results, headroom=False))  # noqa: E731
-        columns[-1].download_button("planner.csv", table, file_name="planner.csv", mime="text/csv",
-                                    key="dl-planner", help="without headroom (run `dcsim export --planner` for it)")
+    table = lambda: csv_bytes(results_planner_table(results, headroom=False))  # noqa: E731
+    columns[-1].download_button("planner.csv", table, file_name="planner.csv", mime="text/csv",
+                                key="dl-planner", help="without headroom (run `dcsim export --planner` for it)")
 
 
 def overview(results: Results, colors: dict) -> None:

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sim.demand import generate_demand  # noqa: E402
-from sim.engine import simulate  # noqa: E402
+from sim.engine.demand import generate_demand  # noqa: E402
+from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
 
 

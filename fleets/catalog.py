@@ -1,7 +1,7 @@
 """Accelerator and model catalogs: frozen records in SI units, loaded from ``fleets/data``.
 
 The CSV files keep human units (TFLOP/s, GB, TB/s, GB/s, us, kW) so that each row can be
-checked against its source by eye; :mod:`fleets.catalog_io` converts them to SI (FLOP/s,
+checked against its source by eye; :func:`fleets.catalog_io.load_catalog` reads them and converts them to SI (FLOP/s,
 bytes, bytes/s, s, W) in one place.  Every row carries its sources and a status (one of
 :data:`STATUS_WORDS`); see the ``*_source`` columns for the origin of each number.
 """
@@ -324,11 +324,3 @@ def _model_row(m: Model) -> dict:
         "attention_flops_fraction": m.attention_flops_fraction,
         "status": m.status, "source": m.source,
     }
-
-
-def load_catalog(path_dir=None) -> Catalog:
-    """Load ``accelerators.csv`` and ``models.csv`` from ``path_dir`` (default: package
-    data ``fleets/data/``, cached).  Raises UserError naming file, line, column and value
-    on a malformed row."""
-    from fleets.catalog_io import load_catalog_dir
-    return load_catalog_dir(path_dir)

@@ -194,8 +194,12 @@ def _default_catalog() -> Catalog:
     return _load(DATA_DIR)
 
 
-def load_catalog_dir(path_dir=None) -> Catalog:
-    """Catalog from ``path_dir`` (not cached) or from package data (cached)."""
+def load_catalog(path_dir=None) -> Catalog:
+    """Load ``accelerators.csv`` and ``models.csv`` from ``path_dir`` (not cached) or from
+    the package data ``fleets/data/`` (cached).
+
+    Raises:
+        UserError: naming file, line, column and value on a malformed row."""
     if path_dir is None:
         return _default_catalog()
     return _load(Path(path_dir))

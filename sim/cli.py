@@ -101,10 +101,10 @@ def run(
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
-    from sim.export import check_replaceable, write_results
-    from sim.progress import progress_bars
-    from sim.report_text import run_report
-    from sim.results import run_scenario
+    from sim.results.export import check_replaceable, write_results
+    from sim.results.progress import progress_bars
+    from sim.results.report_text import run_report
+    from sim.results.tables import run_scenario
 
     with user_errors():
         scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), trace, seed, duration_s)
@@ -137,8 +137,8 @@ def catalog(
     kind: CatalogKind = typer.Option(CatalogKind.all, "--kind", help="which table to print"),
 ) -> None:
     """Print the accelerator and model catalogs: key numbers, status and sources."""
-    from fleets.catalog import load_catalog
-    from sim.report_text import accelerators_text, models_text
+    from fleets.catalog_io import load_catalog
+    from sim.results.report_text import accelerators_text, models_text
 
     with user_errors():
         cat = load_catalog()
@@ -156,18 +156,18 @@ def schema() -> None:
     typer.echo(json.dumps(Scenario.model_json_schema(), indent=2))
 
 
-# --- sweep, export, plan (sim.sweep, sim.planner_csv, sim.planner) --------------------
+# --- sweep, export, plan (sim.studies.sweep, sim.results.planner_csv, sim.studies.planner) --------------------
 
 def write_planner(table, path: Path) -> Path:
-    """Write a planner table (see :mod:`sim.planner_csv`) to ``path`` atomically."""
-    from sim.export import write_csv, write_file_atomic
+    """Write a planner table (see :mod:`sim.results.planner_csv`) to ``path`` atomically."""
+    from sim.results.export import write_csv, write_file_atomic
 
     return write_file_atomic(path, lambda p: write_csv(table, p))
 
 
 def write_run_planner(results, path: Path, headroom: bool) -> Path:
     """The planner CSV of one run."""
-    from sim.planner_csv import results_planner_table
+    from sim.studies.headroom import results_planner_table
 
     return write_planner(results_planner_table(results, headroom=headroom), path)
 
@@ -183,8 +183,8 @@ def sweep(
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each point's load headroom by re-simulation"),
 ) -> None:
     """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
-    from sim.sweep import run_sweep
-    from sim.sweep_spec import load_sweep
+    from sim.studies.sweep import run_sweep
+    from sim.studies.sweep_spec import load_sweep
 
     with user_errors():
         spec = load_sweep(sweep_path)
@@ -220,7 +220,7 @@ def _report_failures(failures, strict: bool) -> None:
 
 def write_dir_planner(directory: Path, path: Path, headroom: bool) -> Path:
     """The planner CSV of a run or sweep output directory."""
-    from sim.planner_csv import directory_planner_table
+    from sim.studies.headroom import directory_planner_table
 
     return write_planner(directory_planner_table(directory, headroom=headroom), path)
 
@@ -244,8 +244,8 @@ def plan(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
-    from sim.planner import load_plan, run_plan, write_plan
-    from sim.planner_report import plan_text
+    from sim.studies.planner import load_plan, run_plan, write_plan
+    from sim.studies.planner_report import plan_text
 
     with user_errors():
         spec = load_plan(plan_path)
@@ -261,12 +261,20 @@ def plan(
 
 # --- report (HTML) ------------------------------------------------------------------
 
-from sim.report_html import register as _register_report  # noqa: E402
+@app.command()
+def report(
+    directory: Path = typer.Argument(..., metavar="DIR", help="a 'run --out' or 'sweep --out' directory"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.html", help="where to write (default: DIR.html beside DIR)"),
+) -> None:
+    """Turn a run or sweep output directory into one self-contained HTML file."""
+    from sim.results.report_html import write_report
 
-_register_report(app)
+    with user_errors():
+        path = write_report(directory, out)
+    note(f"wrote {path}")
 
 
-# --- validate (sim.validate) ---------------------------------------------------------
+# --- validate (sim.studies.validate) ---------------------------------------------------------
 
 DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference" / "calibration_points.csv"
 
@@ -279,8 +287,8 @@ def validate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
 ) -> None:
     """Fit eta_c and eta_m per accelerator on MLPerf calibration points; report the error on all points."""
-    from sim.validate import validate as run_validation
-    from sim.validate_report import summary_text, update_catalog as write_catalog, write_outputs
+    from sim.studies.validate import validate as run_validation
+    from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
     with user_errors():
         started = time.perf_counter()

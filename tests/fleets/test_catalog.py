@@ -2,8 +2,8 @@
 
 import pytest
 
-from fleets.catalog import (BYTES_PER_PARAM, PRECISIONS, STATUS_WORDS, activation_bytes_estimate,
-                            load_catalog)
+from fleets.catalog import BYTES_PER_PARAM, PRECISIONS, STATUS_WORDS, activation_bytes_estimate
+from fleets.catalog_io import load_catalog
 from sim.errors import UserError
 
 CATALOG = load_catalog()

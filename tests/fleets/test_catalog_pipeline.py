@@ -2,7 +2,9 @@
 
 import pytest
 
-from fleets.catalog import MODEL_KINDS, PIPELINE_KINDS, STATUS_WORDS, load_catalog
+from fleets.catalog import MODEL_KINDS, PIPELINE_KINDS, STATUS_WORDS
+
+from fleets.catalog_io import load_catalog
 from fleets.catalog_io import DATA_DIR
 from sim.errors import UserError
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fleets.catalog import load_catalog
+from fleets.catalog_io import load_catalog
 from fleets.placement import count_nodes, place_pool
 from sim.errors import PlacementError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleets.catalog import load_catalog
+from fleets.catalog_io import load_catalog
 from fleets.vidur_efficiency import all_reduce_latency_s, efficiencies, main
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -24,7 +24,7 @@ def require(path: Path) -> Path:
 
 
 def test_efficiencies_reproduce_the_fit_start_values():
-    from sim.validate import START
+    from sim.studies.validate import START
 
     eta_c, eta_m, details = efficiencies(require(MLP_CSV))
     assert 0 < eta_c <= 1 and 0 < eta_m <= 1

@@ -14,11 +14,11 @@ import yaml
 from pandas.testing import assert_frame_equal
 from typer.testing import CliRunner
 
-import sim.export
+import sim.results.export
 from sim.cli import app
-from sim.export import OUTPUT_FILES
-from sim.progress import progress_bars
-from sim.report_text import human, percent, seconds, usd
+from sim.results.export import OUTPUT_FILES
+from sim.results.progress import progress_bars
+from sim.results.report_text import human, percent, seconds, usd
 
 REPO = Path(__file__).resolve().parents[2]
 CSV_FILES = ("pools.csv", "summary.csv", "fleets.csv")
@@ -151,14 +151,14 @@ def test_failed_write_leaves_previous_results_untouched(scenario_file, tmp_path,
     out = tmp_path / "results"
     assert invoke("run", scenario_file, "--out", out, "--seed", "1", "-q").exit_code == 0
     before = _snapshot(out)
-    real_write_csv = sim.export.write_csv
+    real_write_csv = sim.results.export.write_csv
 
     def failing_write_csv(df, path):
         if path.name == "summary.csv":  # parquet and pools.csv are already written
             raise OSError(28, "No space left on device")
         real_write_csv(df, path)
 
-    monkeypatch.setattr(sim.export, "write_csv", failing_write_csv)
+    monkeypatch.setattr(sim.results.export, "write_csv", failing_write_csv)
     result = invoke("run", scenario_file, "--out", out, "--seed", "2", "-q")
     assert result.exit_code != 0 and isinstance(result.exception, OSError)  # a bug-class error, not exit 2
     assert _snapshot(out) == before
@@ -170,7 +170,7 @@ def test_failed_parquet_write_into_new_directory_leaves_nothing(scenario_file, t
         path.write_bytes(b"PAR1 half")
         raise RuntimeError("disk went away")
 
-    monkeypatch.setattr(sim.export, "write_parquet", failing_parquet)
+    monkeypatch.setattr(sim.results.export, "write_parquet", failing_parquet)
     result = invoke("run", scenario_file, "--out", tmp_path / "new", "-q")
     assert isinstance(result.exception, RuntimeError)
     assert not (tmp_path / "new").exists()

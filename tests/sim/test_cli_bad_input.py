@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fleets.catalog import load_catalog
+from fleets.catalog_io import load_catalog
 from sim.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -268,12 +268,12 @@ def test_console_script_reports_user_errors(tmp_path):
 
 def test_bugs_keep_their_traceback(tmp_path, monkeypatch):
     """A non-user exception is not swallowed into exit 2."""
-    import sim.results
+    import sim.results.tables
 
     def boom(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(sim.results, "run_scenario", boom)
+    monkeypatch.setattr(sim.results.tables, "run_scenario", boom)
     result = CliRunner().invoke(app, ["run", str(_write(tmp_path / "s.yaml", BASE)), "-q"])
     assert isinstance(result.exception, ZeroDivisionError)
     assert result.exit_code != 2

@@ -1,0 +1,358 @@
+"""The dashboard's logic without Streamlit: sidebar edits -> scenario dict -> errors.
+
+The sidebar shows one widget per *edit key*. Most keys are the dotted path of the
+scenario field they set (``fleets.0.pools.1.replicas``, ``economics.pue``), so a
+validation error, whose location is such a path, lands beside its widget. A few keys
+are views over several fields:
+
+- ``traffic.total_rate_per_s`` and ``traffic.share.<workload>`` (percent): the total
+  arrival rate over workloads with synthetic arrivals (poisson, gamma, mmpp) and each
+  one's share; shares are normalised, and every rate field of the arrival is scaled.
+- ``workloads.<w>.steps`` of a diffusion LM: text, one value or comma-separated choices.
+- ``workloads.<w>.slo.*``: 0 means "no bound"; ``slo.target`` is a percentage.
+- ``fleets.selected``: the fleets to run (the others are dropped from the run).
+
+The dashboard runs at most :data:`DASHBOARD_MAX_DURATION_S` of arrivals by default (the
+duration widget can raise it), so the default scenario re-runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.errors import ScenarioError, UserError
+from sim.scenario import Scenario, parse_scenario
+
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+DASHBOARD_MAX_DURATION_S = 300.0
+SYNTHETIC_ARRIVALS = ("poisson", "gamma", "mmpp")
+STEP_KINDS = ("image_diffusion", "video_diffusion")
+ECONOMICS_KEYS = ("electricity_usd_per_kwh", "pue", "depreciation_years")
+SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")
+GENERAL = ""  # errors that belong to no widget
+
+
+# --- scenarios on disk ----------------------------------------------------------------
+
+def run_scenarios(directory: Path = SCENARIO_DIR) -> dict[str, Path]:
+    """Scenario files a run can start from (YAML mappings with ``workloads:``), by stem;
+    sweep or plan files in the same folder are left out."""
+    found = {}
+    for path in sorted(Path(directory).glob("*.y*ml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and "workloads" in data:
+            found[path.stem] = path
+    return found
+
+
+def read_scenario_text(text: str, source: str) -> dict:
+    """A scenario mapping from uploaded YAML text, validated.
+
+    Raises:
+        ScenarioError: YAML syntax error, not a mapping, or an invalid scenario."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{source}: YAML syntax error: {getattr(err, 'problem', err)}") from None
+    return parse_scenario(data, source).model_dump(mode="json")
+
+
+def for_dashboard(data: dict) -> dict:
+    """The scenario with its arrival duration capped at :data:`DASHBOARD_MAX_DURATION_S`
+    (warm-up shortened to a fifth of it if it no longer fits)."""
+    data = copy.deepcopy(data)
+    if data["duration_s"] > DASHBOARD_MAX_DURATION_S:
+        data["duration_s"] = DASHBOARD_MAX_DURATION_S
+        if data.get("warmup_s", 0.0) >= DASHBOARD_MAX_DURATION_S:
+            data["warmup_s"] = DASHBOARD_MAX_DURATION_S / 5
+    return data
+
+
+# --- widget values ------------------------------------------------------------------
+
+def mean_rates(data: dict) -> dict[str, float]:
+    """Mean arrival rate (req/s) of each workload with a synthetic arrival process."""
+    scenario = parse_scenario(data, "scenario")
+    return {name: wl.arrival.mean_rate_per_s for name, wl in scenario.workloads.items()
+            if wl.arrival.kind in SYNTHETIC_ARRIVALS}
+
+
+def steps_text(steps: Any) -> str:
+    """A diffusion-LM steps distribution as the text the widget shows: '16' or '4, 8, 16'."""
+    if isinstance(steps, dict) and steps.get("kind") == "constant":
+        return f"{steps['value']:g}"
+    if isinstance(steps, dict) and steps.get("kind") == "choice":
+        return ", ".join(f"{v:g}" for v in steps["values"])
+    return ""
+
+
+def initial_values(data: dict, catalog=None) -> dict[str, Any]:
+    """Every edit key's value as the scenario ``data`` stands (see module docstring)."""
+    values: dict[str, Any] = {"run.duration_s": float(data["duration_s"]), "run.seed": int(data.get("seed", 0))}
+    rates = mean_rates(data)
+    total = sum(rates.values())
+    values["traffic.total_rate_per_s"] = round(total, 6)
+    for name, wl in data["workloads"].items():
+        base = f"workloads.{name}"
+        if name in rates:
+            values[f"traffic.share.{name}"] = round(100 * rates[name] / total, 3) if total else 0.0
+        elif wl["arrival"]["kind"] == "trace":
+            values[f"{base}.arrival.rate_scale"] = float(wl["arrival"].get("rate_scale", 1.0))
+        if wl["kind"] == "diffusion_lm":
+            values[f"{base}.steps"] = steps_text(wl.get("steps"))
+        elif wl["kind"] in STEP_KINDS:
+            values[f"{base}.steps"] = int(wl.get("steps") or 0)
+        elif wl["kind"] == "branching_search":
+            for field in ("candidates_k", "shared_steps", "total_steps"):
+                values[f"{base}.{field}"] = int(wl[field])
+        slo = wl.get("slo") or {}
+        for bound in SLO_BOUNDS:
+            values[f"{base}.slo.{bound}"] = float(slo.get(bound) or 0.0)
+        values[f"{base}.slo.target"] = 100 * float(slo.get("target", 0.99))
+    for i, fleet in enumerate(data["fleets"]):
+        for j, pool in enumerate(fleet["pools"]):
+            base = f"fleets.{i}.pools.{j}"
+            values[f"{base}.accelerator"] = pool["accelerator"]
+            values[f"{base}.replicas"] = int(pool["replicas"])
+            values[f"{base}.tp"] = int(pool.get("tp", 1))
+            values[f"{base}.serves"] = list(pool["serves"])
+            price = pool.get("price_usd")
+            if price is None and catalog is not None:
+                price = catalog.accelerators[pool["accelerator"]].price_usd
+            values[f"{base}.price_usd"] = float(price or 0.0)
+    economics = data.get("economics") or {}
+    defaults = Scenario.model_fields["economics"].default
+    for key in ECONOMICS_KEYS:
+        values[f"economics.{key}"] = float(economics.get(key, getattr(defaults, key)))
+    values["fleets.selected"] = [f["name"] for f in data["fleets"]]
+    return values
+
+
+# --- edits -> scenario ----------------------------------------------------------------
+
+def set_path(data: dict, path: str, value: Any) -> None:
+    """Set ``data[a][b]...`` from the dotted ``path`` (integer segments index lists)."""
+    *parents, last = path.split(".")
+    node: Any = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def parse_steps(text: str) -> dict:
+    """'16' -> constant; '4, 8, 16' -> uniform choice. Raises ValueError on bad text."""
+    parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"steps: write whole numbers separated by commas, e.g. 4, 8, 16 (got {text!r})") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"steps: give at least one whole number >= 1 (got {text!r})")
+    if len(values) == 1:
+        return {"kind": "constant", "value": values[0]}
+    return {"kind": "choice", "values": values}
+
+
+def _scale_arrival(arrival: dict, factor: float) -> None:
+    if "rate_per_s" in arrival:
+        arrival["rate_per_s"] = arrival["rate_per_s"] * factor
+    if "rates_per_s" in arrival:
+        arrival["rates_per_s"] = [r * factor for r in arrival["rates_per_s"]]
+
+
+def _apply_traffic(data: dict, values: dict[str, Any], base_rates: dict[str, float]) -> dict[str, str]:
+    errors = {}
+    total = values.get("traffic.total_rate_per_s")
+    shares = {n: values.get(f"traffic.share.{n}", 0.0) for n in base_rates}
+    if total is None or not base_rates:
+        return errors
+    if total <= 0:
+        errors["traffic.total_rate_per_s"] = "total arrival rate must be > 0 requests/s"
+        return errors
+    share_sum = sum(shares.values())
+    if share_sum <= 0:
+        errors["traffic"] = "at least one workload needs a share > 0%"
+        return errors
+    for name, share in shares.items():
+        if share <= 0:
+            errors[f"traffic.share.{name}"] = f"share of {name} must be > 0% (every workload needs traffic)"
+            continue
+        factor = total * share / share_sum / base_rates[name]
+        _scale_arrival(data["workloads"][name]["arrival"], factor)
+    return errors
+
+
+def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, str]:
+    wl, base, errors = data["workloads"][name], f"workloads.{name}", {}
+    if f"{base}.arrival.rate_scale" in values:
+        wl["arrival"]["rate_scale"] = values[f"{base}.arrival.rate_scale"]
+    if f"{base}.steps" in values:
+        if wl["kind"] == "diffusion_lm":
+            try:
+                wl["steps"] = parse_steps(str(values[f"{base}.steps"]))
+            except ValueError as err:
+                errors[f"{base}.steps"] = str(err)
+        else:
+            wl["steps"] = int(values[f"{base}.steps"]) or None
+    for field in ("candidates_k", "shared_steps", "total_steps"):
+        if f"{base}.{field}" in values:
+            wl[field] = int(values[f"{base}.{field}"])
+    slo = dict(wl.get("slo") or {})
+    for bound in SLO_BOUNDS:
+        if f"{base}.slo.{bound}" in values:
+            v = values[f"{base}.slo.{bound}"]
+            slo[bound] = float(v) if v else None
+    if f"{base}.slo.target" in values:
+        slo["target"] = values[f"{base}.slo.target"] / 100
+    wl["slo"] = slo
+    return errors
+
+
+def apply_edits(data: dict, values: dict[str, Any]) -> tuple[dict, dict[str, str]]:
+    """The scenario ``data`` with the sidebar ``values`` applied (all fleets kept), and
+    the errors of edits that cannot even be written into the dict (by edit key)."""
+    out = copy.deepcopy(data)
+    errors = _apply_traffic(out, values, mean_rates(data))
+    for name in out["workloads"]:
+        errors.update(_apply_workload(out, name, values))
+    if "run.duration_s" in values:
+        out["duration_s"] = values["run.duration_s"]
+    if "run.seed" in values:
+        out["seed"] = int(values["run.seed"])
+    for key, value in values.items():
+        if key.startswith(("fleets.", "economics.")) and key != "fleets.selected":
+            if key.startswith("economics.") and "economics" not in out:
+                out["economics"] = {}
+            set_path(out, key, _pool_value(key, value))
+    return out, errors
+
+
+def _pool_value(key: str, value: Any) -> Any:
+    if key.endswith(".price_usd"):
+        return float(value) if value else None
+    if key.endswith((".replicas", ".tp")):
+        return int(value)
+    return value
+
+
+def select_fleets(data: dict, names: list[str]) -> dict:
+    """``data`` keeping only the fleets named (in the scenario's order)."""
+    out = copy.deepcopy(data)
+    out["fleets"] = [f for f in out["fleets"] if f["name"] in names]
+    return out
+
+
+# --- validation -----------------------------------------------------------------------
+
+def changed_values(values: dict[str, Any], initial: dict[str, Any]) -> dict[str, Any]:
+    """The edits that differ from ``initial`` (untouched widgets leave the scenario
+    exactly as written); the traffic keys go together when any of them changed."""
+    changed = {k: v for k, v in values.items() if k in initial and v != initial[k]}
+    if any(k.startswith("traffic.") for k in changed):
+        changed.update({k: v for k, v in values.items() if k.startswith("traffic.")})
+    return changed
+
+
+def validate(data: dict, values: dict[str, Any], initial: dict[str, Any]) -> tuple[Scenario | None, dict[str, list[str]]]:
+    """Apply the sidebar ``values`` that differ from ``initial`` to ``data``, validate
+    (schema, then placement of every pool), and keep the selected fleets.
+
+    Returns the scenario to run (None when anything is wrong) and the error messages by
+    the edit key (one of ``initial``'s keys, or a group such as ``fleets.0.pools.1``)
+    they belong to.
+    """
+    keys = list(initial)
+    values = {**initial, **{k: v for k, v in values.items() if k in initial}}
+    edited, early = apply_edits(data, changed_values(values, initial))
+    errors: dict[str, list[str]] = {}
+    for key, message in early.items():  # the bad edit was left out; check the rest too
+        errors.setdefault(key, []).append(message)
+    from sim.results.tables import check_fleets
+
+    try:
+        scenario = parse_scenario(edited, "scenario")
+        check_fleets(scenario)
+    except ScenarioError as err:
+        for line in str(err).splitlines():
+            key, message = locate(*error_path(line), keys, edited)
+            errors.setdefault(key, []).append(message)
+        return None, errors
+    except UserError as err:  # placement: "fleets[i] 'name' pools[j] 'name': ..."
+        key, message = locate(GENERAL, str(err), keys, edited)
+        errors.setdefault(key, []).append(message)
+        return None, errors
+    if errors:
+        return None, errors
+    selected = values.get("fleets.selected", [f.name for f in scenario.fleets])
+    if not selected:
+        return None, {"fleets.selected": ["select at least one fleet to run"]}
+    return parse_scenario(select_fleets(edited, selected), "scenario"), {}
+
+
+_KIND_TAGS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffusion", "branching_search",
+              "service_time", "poisson", "gamma", "mmpp", "trace", "constant", "choice")
+
+
+def error_path(line: str) -> tuple[str, str]:
+    """Split ``source: field.path: message`` into (path, message); union tags such as
+    ``branching_search`` are dropped from the path."""
+    parts = line.split(": ", 2)
+    if len(parts) < 3:
+        return GENERAL, line
+    path = ".".join(p for p in parts[1].split(".") if p not in _KIND_TAGS)
+    message = parts[2].removeprefix("Value error, ")
+    return ("" if path == "(top level)" else path), message
+
+
+def locate(path: str, message: str, keys: list[str], data: dict) -> tuple[str, str]:
+    """The edit key an error at field ``path`` belongs to, and its message.
+
+    The longest key that is a prefix of ``path``; failing that a key of the group
+    (workload, fleet, pool; from the path or the names in the message) whose field the
+    message's problem mentions first; failing that the group itself; else :data:`GENERAL`."""
+    path = path or _group_from_names(message, data)
+    problem = message.split("): ", 1)[-1]
+    exact = [k for k in keys if path == k or path.startswith(k + ".")]
+    if exact:
+        return max(exact, key=len), message
+    children = [k for k in keys if path and k.startswith(path + ".")]
+    mentioned = [(m.start(), k) for k in children
+                 for m in [re.search(rf"\b{re.escape(k.rsplit('.', 1)[-1])}\b", problem)] if m]
+    if mentioned:
+        return min(mentioned)[1], message
+    return path, message
+
+
+def _group_from_names(message: str, data: dict) -> str:
+    """``fleets.<i>[.pools.<j>]`` from a message naming fleet and pool."""
+    m = re.search(r"fleets\[(\d+)\][^\n]*?pools\[(\d+)\]", message)
+    if m:
+        return f"fleets.{m.group(1)}.pools.{m.group(2)}"
+    fleet = re.search(r"fleet '([^']+)'", message)
+    if not fleet:
+        return GENERAL
+    names = [f["name"] for f in data["fleets"]]
+    if fleet.group(1) not in names:
+        return GENERAL
+    i = names.index(fleet.group(1))
+    pool = re.search(r"pool '([^']+)'", message)
+    pools = [p["name"] for p in data["fleets"][i]["pools"]]
+    if pool and pool.group(1) in pools:
+        return f"fleets.{i}.pools.{pools.index(pool.group(1))}"
+    return f"fleets.{i}"
+
+
+def scenario_key(scenario: Scenario) -> str:
+    """The content key results are cached under: the scenario as canonical JSON."""
+    return scenario.model_dump_json()

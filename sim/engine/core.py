@@ -1,0 +1,349 @@
+"""``simulate(scenario, fleet)``: one fleet serving the scenario's demand in SimPy.
+
+The heart of dcsim. It does no file I/O and keeps no global state; for a given scenario
+and seed it is deterministic. A run:
+
+1. builds the fleet's pools (placement checks, perf model, KV/activation capacity);
+2. starts one arrival process per workload and one router per workload;
+3. runs until ``duration_s`` (arrivals stop), then drains for at most ``drain_s``;
+4. returns flat per-request and per-pool rows as DataFrames.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from fleets.catalog import Catalog
+
+from fleets.catalog_io import load_catalog
+from sim.engine.demand import WorkloadDemand, generate_demand
+from sim.engine.journey import Handoffs, JourneyPlanner
+from sim.engine.pools import Pool, build_pools, picture_shapes
+from sim.engine.replica_ar import ARReplica
+from sim.engine.replica_service import ServiceReplica
+from sim.engine.replica_step import StepReplica
+from sim.engine.request import STATUS_NAMES, Request
+from sim.engine.router import Router
+from sim.engine.run import RunContext, events_processed
+from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads
+from sim.engine.shapes import STAGE_CODES
+
+ProgressFn = Callable[[float, int], None]
+
+
+_REPLICA_TYPES = {"ar": ARReplica, "step": StepReplica, "service": ServiceReplica}
+
+
+@dataclass
+class FleetRun:
+    """What one fleet did: per-request rows, per-pool rows, the simulated end time and
+    the number of SimPy events processed."""
+
+    fleet: str
+    requests: pd.DataFrame
+    pools: pd.DataFrame
+    end_s: float
+    events: int
+    timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pool_shares: pd.DataFrame = field(default_factory=pd.DataFrame)
+    pool_objects: list = field(default_factory=list, repr=False)
+
+
+def simulate(
+    scenario: Scenario,
+    fleet: str | int = 0,
+    *,
+    demand: dict[str, WorkloadDemand] | None = None,
+    catalog: Catalog | None = None,
+    progress: ProgressFn | None = None,
+) -> FleetRun:
+    """Run ``scenario``'s demand through one of its fleets.
+
+    Args:
+        scenario: a validated scenario.
+        fleet: fleet name or index into ``scenario.fleets``.
+        demand: pre-drawn demand (shared across fleets); drawn from the seed if None.
+        catalog: accelerator/model catalog (the packaged one if None).
+        progress: called as ``progress(sim_time_s, requests_finished)`` about 200 times.
+
+    Returns:
+        FleetRun with ``requests`` (one row per request; status completed, rejected with
+        a reason, or in_flight) and ``pools`` (one row per pool, raw window totals).
+
+    Raises:
+        UserError / PlacementError: the fleet cannot be built.
+    """
+    fleet_cfg = _pick_fleet(scenario, fleet)
+    catalog = catalog or load_catalog()
+    pools = build_pools(scenario, fleet_cfg, catalog)
+    demand = demand if demand is not None else generate_demand(scenario)
+    run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
+    for pool in pools:
+        cls = _REPLICA_TYPES[pool.family]
+        pool.replicas = [cls(run, pool, i) for i in range(pool.config.replicas)]
+    names = list(scenario.workloads)
+    requests: list[Request] = []
+    shapes = picture_shapes(scenario, catalog)
+    handoffs = Handoffs(run, {names.index(n): sh.latent_bytes for n, sh in shapes.items()})
+    for pool in pools:
+        pool.on_leg_done = lambda req, pool=pool: handoffs.leg_done(pool, req)
+    routers: dict[tuple, Router] = {}
+    first_id = 0
+    served = set(fleet_workloads(scenario, fleet_cfg))
+    total = run.outstanding = sum(len(demand[n]) for n in served)
+    for w, name in enumerate(names):
+        if name in served:
+            entry = _entry(scenario, fleet_cfg, pools, w, name, shapes.get(name), routers, run)
+            _ArrivalFeed(run, w, first_id, demand[name], entry, scenario.workloads[name], requests)
+        first_id += len(demand[name])
+    run.env.process(_stop_arrivals(run, scenario.duration_s))
+    samples: list[tuple] = []
+    interval = scenario.sample_interval_s or scenario.duration_s / 120.0
+    run.env.process(_sampler(run, pools, list(routers.values()), interval, samples))
+    _run(run, scenario, total, progress)
+    return FleetRun(
+        fleet=fleet_cfg.name,
+        requests=_requests_frame(requests, names, scenario, pools, fleet_cfg.name),
+        pools=_pools_frame(pools, fleet_cfg.name),
+        end_s=run.env.now,
+        events=events_processed(run.env),
+        timeseries=_timeseries_frame(samples, pools, fleet_cfg.name),
+        pool_shares=_pool_shares_frame(requests, pools),
+        pool_objects=pools,
+    )
+
+
+def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:
+    if isinstance(fleet, int):
+        return scenario.fleets[fleet]
+    for f in scenario.fleets:
+        if f.name == fleet:
+            return f
+    raise KeyError(f"no fleet named {fleet!r}; fleets: {[f.name for f in scenario.fleets]}")
+
+
+def _router(routers: dict, key_pools: list[Pool], w: int, policy: str, run: RunContext) -> Router:
+    key = (w, tuple(p.index for p in key_pools))
+    if key not in routers:
+        routers[key] = Router(run, policy, key_pools)
+    return routers[key]
+
+
+def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run):
+    """How workload ``w``'s arrivals enter the fleet: its main router, or (pipelines) a
+    journey planner whose first leg names the router."""
+    main = [p for p in pools if name in p.config.serves]
+    if shape is None:
+        return _router(routers, main, w, fleet_cfg.router, run)
+    wl = scenario.workloads[name]
+    by_stage = {}
+    for stage in STAGES[wl.kind]:
+        serving = [p for p in pools if stage in p.stages.get(w, ())]
+        by_stage[STAGE_CODES[stage]] = _router(routers, serving or main, w, fleet_cfg.router, run)
+    return JourneyPlanner(wl, shape, by_stage)
+
+
+class _ArrivalFeed:
+    """Creates workload ``w``'s requests at their arrival instants (ids ``first_id``,
+    ``first_id`` + 1, …) and hands them to the router: one timeout per distinct arrival
+    instant, driven by callbacks (cheaper than a generator process)."""
+
+    def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, entry, workload, requests: list):
+        self.env = run.env
+        self.w = w
+        self.first_id = first_id
+        self.planner = entry if isinstance(entry, JourneyPlanner) else None
+        self.router = None if self.planner else entry
+        self.branches = getattr(workload, "best_of_k", 1)
+        self.draws = d.draws
+        self.requests = requests
+        self.times = d.arrival_s.tolist()
+        self.prompt = d.prompt_tokens.tolist()
+        self.output = d.output_tokens.tolist()
+        self.steps = d.steps.tolist()
+        self.service = d.service_s.tolist()
+        self.i = 0
+        if self.times:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        timer = self.env.timeout(self.times[self.i] - self.env.now)
+        timer.callbacks.append(self._arrive)
+
+    def _arrive(self, _event) -> None:
+        now, times, n = self.env.now, self.times, len(self.times)
+        i = self.i
+        while i < n and times[i] <= now:
+            req = Request(
+                id=self.first_id + i,
+                workload=self.w,
+                arrival_at_s=times[i],
+                prompt_tokens=self.prompt[i],
+                output_tokens=self.output[i],
+                steps=self.steps[i],
+                service_s=self.service[i],
+                branches=self.branches,
+            )
+            self.requests.append(req)
+            if self.planner is None:
+                self.router.dispatch(req)
+            else:
+                if self.draws is not None:
+                    req.draws = tuple(map(tuple, self.draws[i].tolist()))
+                req.journey = self.planner.plan(req)
+                req.journey[0][0].dispatch(req)
+            i += 1
+        self.i = i
+        if i < n:
+            self._schedule()
+
+
+def _sampler(run: RunContext, pools: list[Pool], routers: list[Router], interval_s: float, out: list):
+    """Every ``interval_s``: per pool, requests outstanding (queued or running) and
+    queued, plus the routers' central queues; busy time is the pool's cumulative total
+    (its differences give utilisation over time)."""
+    env = run.env
+    while not run.drained.triggered:
+        central = sum(len(r.queue) for r in routers)
+        for p in pools:
+            outstanding = sum(r.outstanding for r in p.replicas)
+            queued = sum(r.queued for r in p.replicas)
+            out.append((env.now, p.index, outstanding, queued, central, p.stats.busy_total_s))
+        yield env.timeout(interval_s)
+
+
+def _pool_shares_frame(requests: list[Request], pools: list[Pool]) -> pd.DataFrame:
+    """Replica-seconds per (request, pool) for requests whose journey crossed pools (the
+    others held only the pool in their ``pool`` column)."""
+    rows = []
+    for r in requests:
+        if r.pool_shares:
+            before = 0.0
+            for index, cumulative in r.pool_shares + ((r.cur_pool, r.share_s),):
+                rows.append((r.id, pools[index].name, cumulative - before))
+                before = cumulative
+    return pd.DataFrame(rows, columns=["request_id", "pool", "busy_share_s"])
+
+
+def _timeseries_frame(samples: list[tuple], pools: list[Pool], fleet: str) -> pd.DataFrame:
+    df = pd.DataFrame(samples, columns=["t_s", "pool", "outstanding", "queued", "central_queued", "busy_total_s"])
+    df.insert(0, "fleet", fleet)
+    df["pool"] = [pools[i].name for i in df["pool"]]
+    return df
+
+
+def _stop_arrivals(run: RunContext, duration_s: float):
+    yield run.env.timeout(duration_s)
+    run.arrivals_done = True
+    if run.outstanding == 0 and not run.drained.triggered:
+        run.drained.succeed()
+
+
+def _run(run: RunContext, scenario: Scenario, total: int, progress: ProgressFn | None) -> None:
+    env = run.env
+    end = scenario.duration_s + scenario.drain_s
+    chunk = end / 200.0
+    t = 0.0
+    while not run.drained.triggered and t < end:
+        t = min(t + chunk, end)
+        env.run(until=_until(run, t))
+        if progress is not None:
+            progress(env.now, total - run.outstanding)
+
+
+def _until(run: RunContext, t: float):
+    """Run until time ``t`` or until everything has drained, whichever is first."""
+    stop = run.env.timeout(t - run.env.now) if t > run.env.now else run.env.timeout(0)
+    return run.env.any_of([stop, run.drained])
+
+
+_REQUEST_FIELDS = (
+    "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s",
+    "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
+    "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
+    "handoff_wait_s", "branches", "memory_wait_s",
+)
+
+
+def _requests_frame(requests: list[Request], names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> pd.DataFrame:
+    requests.sort(key=lambda r: r.id)
+    get = attrgetter(*_REQUEST_FIELDS)
+    raw = pd.DataFrame.from_records([get(r) for r in requests], columns=_REQUEST_FIELDS)
+    kinds = np.array([scenario.workloads[n].kind for n in names], dtype=object)
+    pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
+    accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
+    status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
+    w, pool = raw["workload"].to_numpy(), raw["pool"].to_numpy()
+    df = pd.DataFrame(
+        {
+            "request_id": raw["id"],
+            "fleet": fleet,
+            "workload": pd.Categorical.from_codes(w, categories=names),
+            "kind": kinds[w],
+            "pool": pool_names[pool],
+            "accelerator": accel[pool],
+            "replica": raw["replica"],
+            "status": status_names[raw["status"].to_numpy()],
+            "reject_reason": raw["reason"],
+            "arrival_at_s": raw["arrival_at_s"],
+            "admitted_at_s": raw["admitted_at_s"],
+            "first_token_at_s": raw["first_token_at_s"],
+            "done_at_s": raw["done_at_s"],
+            "prompt_tokens": raw["prompt_tokens"],
+            "output_tokens": raw["output_tokens"],
+            "steps": raw["steps"],
+            "sample_steps": raw["sample_steps"],
+            "denoiser_flops": raw["denoiser_flops"].astype(float),
+            "preemptions": raw["preemptions"],
+            "busy_share_s": raw["share_s"],
+            "verifier_calls": raw["verifier_calls"],
+            "handoffs": raw["handoffs"],
+            "handoff_s": raw["handoff_s"],
+            "handoff_wait_s": raw["handoff_wait_s"],
+            "branches": raw["branches"],
+            "memory_wait_s": raw["memory_wait_s"],
+        }
+    )
+    df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]
+    df["e2e_s"] = df["done_at_s"] - df["arrival_at_s"]
+    df["queue_s"] = df["admitted_at_s"] - df["arrival_at_s"]
+    streamed = df["kind"] == "autoregressive"
+    decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
+    df["tpot_s"] = ((df["done_at_s"] - df["first_token_at_s"]) / decode_tokens).where(streamed)
+    df.loc[~df["kind"].isin(["autoregressive", "diffusion_lm"]), "ttft_s"] = math.nan
+    df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(df["kind"].isin(["autoregressive", "diffusion_lm"]))
+    df["measured"] = (df["arrival_at_s"] >= scenario.warmup_s) & (df["arrival_at_s"] < scenario.duration_s)
+    return df
+
+
+def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
+    rows = []
+    for p in pools:
+        s = p.stats
+        rows.append(
+            {
+                "fleet": fleet,
+                "pool": p.name,
+                "accelerator": p.config.accelerator,
+                "model": p.perf.model.key if p.perf else "",
+                "family": p.family,
+                "precision": p.config.precision,
+                "tp": p.config.tp,
+                "pp": p.config.pp,
+                "replicas": p.config.replicas,
+                "busy_s": s.busy_s,
+                "busy_total_s": s.busy_total_s,
+                "flops": s.flops,
+                "bytes": s.bytes,
+                "hbm_byte_s": s.hbm_byte_s,
+                "hbm_peak_bytes": s.hbm_peak_bytes,
+                "iterations": s.iterations,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,349 @@
+"""An autoregressive serving replica: continuous batching with paged KV-cache admission.
+
+The serving loop follows vLLM's scheduler (v0, 2024): at each iteration boundary it
+finishes completed sequences, preempts the most recently admitted sequence (recompute)
+when the KV cache cannot hold the next iteration, admits waiting requests first-come
+first-served while the batch, the iteration token budget and the free KV blocks (above a
+watermark) allow, and runs one iteration: a mixed iteration that prefills the admitted
+prompts and decodes one token for every running sequence, or a decode-only iteration.
+
+Cost grows with requests, not tokens (``fast`` mode): while the batch does not change, a
+run of decode iterations is one SimPy timeout whose length is computed in closed form
+(:func:`sim.models.perf.decode_stretch_time_s`, including the KV reads that grow every
+iteration). The stretch ends at the first completion or at the first iteration the KV
+cache cannot hold; an arrival that could be admitted cuts it at the next iteration
+boundary. ``exact`` mode runs one timeout per iteration; both give the same results.
+
+KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
+one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
+(``a_i`` fixed while it runs) and Σ⌈(a_i+I)/B⌉ follows from Σa_i and a histogram of
+``a_i mod B``.
+
+The replica is a small state machine driven by SimPy timeouts (``Event.callbacks``), not
+a generator process: cutting a stretch schedules a new timeout for the earlier boundary
+and the superseded one fires later and is ignored, so a cut costs one event and no
+generator ``throw``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from itertools import count
+
+from sim.models.perf import (
+    decode_stretch_bytes,
+    decode_stretch_cut,
+    decode_stretch_flops,
+    decode_stretch_time_s,
+)
+from sim.engine.request import COMPLETED, Request
+from sim.engine.timer import TimerDriven
+
+
+class ARReplica(TimerDriven):
+    """One replica of an autoregressive pool (see module docstring).
+
+    Args:
+        run: the :class:`~sim.engine.run.RunContext`.
+        pool: the owning pool runtime (perf model, config, KV capacity, stats).
+        index: replica index within the pool.
+    """
+
+    def __init__(self, run, pool, index: int) -> None:
+        self.run = run
+        self.env = run.env
+        self.pool = pool
+        self.index = index
+        self.perf = pool.perf
+        cfg = pool.config
+        self.max_batch = cfg.max_batch
+        self.max_prefill_tokens = cfg.max_prefill_tokens
+        self.block = cfg.kv_block_tokens
+        self.cap_blocks = pool.kv_capacity_blocks
+        self.watermark_blocks = math.ceil(cfg.kv_watermark * self.cap_blocks)
+        self.block_bytes = self.block * self.perf.kv_bytes_per_token
+        self.waiting: deque[Request] = deque()
+        self.heap: list[tuple[int, int, Request]] = []
+        self.order: list[tuple[int, Request]] = []
+        self.outstanding = 0  # queued + running; a plain counter so routers can min() fast
+        self.n_running = 0
+        self.iters = 0
+        self.sum_offsets = 0
+        self.residues = [0] * self.block
+        self._blocks_key = (-1, -1)
+        self._blocks_value = 0
+        self._version = 0
+        self.acc = 0.0
+        self.seq = count()
+        self.listeners: list = []
+        self._timer = None  # the pending timeout this replica acts on; others are stale
+        self._busy = False
+        self._cuttable = False
+        # the iteration(s) in flight
+        self._start = 0.0
+        self._admitted: list[Request] = []
+        self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
+        self._stretch: list | None = None
+
+    # --- queries used by routers ---------------------------------------------------
+    @property
+    def queued(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def has_slot(self) -> bool:
+        return self.outstanding < self.max_batch
+
+    # --- KV cache ------------------------------------------------------------------
+    def blocks_used(self, counter: int) -> int:
+        """Σ⌈(a_i + counter)/B⌉ over running sequences, in O(B) (cached per state)."""
+        if not self.n_running:
+            return 0
+        key = (counter, self._version)
+        if key == self._blocks_key:
+            return self._blocks_value
+        b = self.block
+        pad = 0
+        for rho, n in enumerate(self.residues):
+            if n:
+                pad += n * ((-(rho + counter)) % b)
+        value = (self.sum_offsets + self.n_running * counter + pad) // b
+        self._blocks_key, self._blocks_value = key, value
+        return value
+
+    def blocks_used_bounds(self, counter: int) -> tuple[float, float]:
+        """O(1) bounds on :meth:`blocks_used`: Σ(a_i+counter)/B ≤ used ≤ that + batch."""
+        low = (self.sum_offsets + self.n_running * counter) / self.block
+        return low, low + self.n_running
+
+    def kv_bytes_estimate(self, counter: int) -> float:
+        """KV bytes resident at ``counter`` for the HBM-occupancy statistics: the tokens
+        held plus half a block of paging slack per sequence (O(1))."""
+        tokens = self.sum_offsets + self.n_running * counter + self.n_running * (self.block - 1) / 2
+        return min(tokens, self.cap_blocks * self.block) * self.perf.kv_bytes_per_token
+
+    def _kv_fit_iterations(self, limit: int, first: int) -> int:
+        """How many of ``limit`` decode iterations from counter ``first`` the KV cache
+        can hold."""
+        b, blk, last = self.n_running, self.block, first + limit - 1
+        upper = (self.sum_offsets + b * last) / blk + b
+        if upper <= self.cap_blocks:
+            return limit
+        lo, hi = 0, limit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.blocks_used(first + mid - 1) <= self.cap_blocks:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _add_running(self, req: Request, tokens_now: int) -> None:
+        """Start ``req``'s sequences (``req.branches`` of them for best-of-k, each with its
+        own copy of the prompt's KV cache)."""
+        seq = next(self.seq)
+        w = req.branches
+        req.run_seq = seq
+        req.kv_offset = tokens_now - self.iters
+        req.start_iter = self.iters
+        self.sum_offsets += w * req.kv_offset
+        self.residues[req.kv_offset % self.block] += w
+        self.n_running += w
+        self._version += 1
+        heapq.heappush(self.heap, (self.iters + req.output_tokens - req.generated, seq, req))
+        self.order.append((seq, req))
+
+    def _remove_running(self, req: Request) -> None:
+        w = req.branches
+        self.sum_offsets -= w * req.kv_offset
+        self.residues[req.kv_offset % self.block] -= w
+        self.n_running -= w
+        self._version += 1
+        req.share_s += w * (self.acc - req.acc_mark)
+        req.run_seq = -1
+
+    # --- arrivals ------------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        """Queue ``req``; wake the replica if idle, or cut a decode stretch at the next
+        iteration boundary if the request could be admitted there."""
+        req.replica = self.index
+        self.outstanding += 1
+        self.waiting.append(req)
+        if not self._busy:
+            self._busy = True
+            self._start_timer(0.0)  # same-instant arrivals join one admission
+        elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
+            need = -(-req.prompt_tokens // self.block) * req.branches
+            if need <= self._stretch[5] - self.watermark_blocks:
+                self._cut()
+
+    # --- iteration boundaries ------------------------------------------------------
+    def _boundary(self) -> None:
+        self._finish_completed()
+        preempted = self._preempt_if_needed()
+        admitted = [] if preempted else self._admit()
+        if admitted or self.n_running:
+            self._begin(admitted)
+        else:
+            self._busy = False
+
+    def _finish_completed(self) -> None:
+        heap, now, freed = self.heap, self.env.now, False
+        while heap and heap[0][0] <= self.iters:
+            _, seq, req = heapq.heappop(heap)
+            if req.run_seq != seq:
+                continue
+            self._remove_running(req)
+            req.generated = req.output_tokens
+            req.status = COMPLETED
+            req.done_at_s = now
+            self.outstanding -= 1
+            freed = True
+            self.run.request_finished()
+        if freed:
+            for listener in self.listeners:
+                listener.pull(self)
+            if len(self.order) > 2 * self.n_running + 64:
+                self.order = [(s, r) for s, r in self.order if r.run_seq == s]
+
+    def _preempt_if_needed(self) -> bool:
+        """Recompute-preempt the latest admitted sequences until the next iteration fits."""
+        preempted = False
+        if self.blocks_used_bounds(self.iters)[1] <= self.cap_blocks:
+            return False
+        while len(self.order) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
+            seq, victim = self.order.pop()
+            if victim.run_seq != seq:
+                continue
+            victim.generated += self.iters - victim.start_iter
+            self._remove_running(victim)
+            victim.preemptions += 1
+            self.waiting.appendleft(victim)
+            preempted = True
+        return preempted
+
+    def _admit(self) -> list[Request]:
+        admitted: list[Request] = []
+        if not self.waiting:
+            return admitted
+        # exact block count only when the O(1) lower bound on free blocks is not enough
+        free = self.cap_blocks - math.floor(self.blocks_used_bounds(self.iters)[1]) - self.watermark_blocks
+        exact = False
+        budget = self.max_prefill_tokens
+        while self.waiting and self.n_running + self.waiting[0].branches <= self.max_batch:
+            req = self.waiting[0]
+            tokens = req.prompt_tokens + req.generated
+            need = -(-tokens // self.block) * req.branches
+            if admitted and tokens > budget:
+                break
+            if need > free and not exact:
+                exact = True
+                free = self.cap_blocks - self.blocks_used(self.iters) - self.watermark_blocks
+            if need > free:
+                break
+            self.waiting.popleft()
+            free -= need
+            budget -= tokens
+            self._add_running(req, tokens)
+            admitted.append(req)
+        return admitted
+
+    # --- a run of iterations: [one mixed prefill+decode iteration] + n decode-only ------
+    def _begin(self, admitted: list[Request]) -> None:
+        """Start the iterations until the next boundary: the mixed iteration that prefills
+        ``admitted`` (if any), then, in fast mode, decode iterations up to the first
+        completion or KV exhaustion, as one timeout."""
+        perf, heap = self.perf, self.heap
+        t_mixed = 0.0
+        if admitted:
+            t_mixed = self._mixed_cost(admitted)
+        after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
+        while heap[0][1] != heap[0][2].run_seq:
+            heapq.heappop(heap)
+        b = self.n_running
+        context0 = self.sum_offsets + b * after
+        line = perf.decode_line(b)
+        remaining = heap[0][0] - after
+        if self.run.exact:
+            n = 0 if admitted else 1
+            total = perf.decode_time_s(b, context0) if n else 0.0
+        else:
+            n = self._kv_fit_iterations(remaining, after) if remaining > 0 else 0
+            assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
+            total = decode_stretch_time_s(line, context0, b, n)
+            self._cuttable = True
+        # an upper bound on free blocks keeps the cut test conservative (never misses)
+        free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+        self._start = self.env.now
+        self._admitted = admitted
+        self._stretch = [b, context0, n, total, line, free, t_mixed]
+        self._start_timer(t_mixed + total)
+
+    def _mixed_cost(self, admitted: list[Request]) -> float:
+        """One iteration prefilling ``admitted`` (once per request; best-of-k branches then
+        copy the prompt's KV cache, k−1 extra writes) while the others decode a token."""
+        n_decode = self.n_running
+        new_tokens = 0
+        new_sq = 0.0
+        admitted_offsets = 0
+        copied = 0
+        for r in admitted:
+            tokens = r.prompt_tokens + r.generated
+            new_tokens += tokens
+            new_sq += float(tokens) * tokens
+            admitted_offsets += r.branches * r.kv_offset
+            n_decode -= r.branches
+            copied += (r.branches - 1) * tokens
+        context = self.sum_offsets - admitted_offsets + n_decode * self.iters  # of decoders
+        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
+        hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        self._mixed = (t, flops, bytes_moved, new_tokens + n_decode, hbm)
+        return t
+
+    def _cut(self) -> None:
+        """End the running iterations at the iteration boundary after now."""
+        b, context0, n, _, line, _, t_mixed = self._stretch
+        elapsed = self.env.now - self._start - t_mixed
+        if elapsed < 0:  # still in the mixed iteration: stop right after it
+            n, total = 0, 0.0
+        else:
+            n, total = decode_stretch_cut(line, context0, b, n, elapsed)
+        self._stretch[2], self._stretch[3] = n, total
+        self._cuttable = False
+        self._start_timer(max(self._start + t_mixed + total - self.env.now, 0.0))
+
+    def _finish(self) -> None:
+        """Account for the iterations that just ended: the mixed one (first tokens of
+        the admitted requests) and the decode-only run after it, as one busy interval."""
+        if self._stretch is None:  # the wake-up timer of an idle replica
+            return
+        self._cuttable = False
+        perf = self.perf
+        b, context0, n, total, _, _, t_mixed = self._stretch
+        self._stretch = None
+        flops = bytes_moved = hbm = 0.0
+        if self._admitted:
+            flops, bytes_moved, hbm = self._finish_mixed(self._start + t_mixed)
+        if n:
+            hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
+            self.iters += n
+            self.acc += total / b
+            flops += decode_stretch_flops(perf, b, context0, n)
+            bytes_moved += decode_stretch_bytes(perf, b, context0, n)
+        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, hbm)
+
+    def _finish_mixed(self, end: float) -> tuple[float, float, float]:
+        t, flops, bytes_moved, tokens, hbm = self._mixed
+        admitted, self._admitted = self._admitted, []
+        self.iters += 1
+        self.acc += t / tokens
+        for req in admitted:
+            req.share_s += (req.prompt_tokens + req.generated) * t / tokens
+            req.acc_mark = self.acc
+            if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
+                req.admitted_at_s = self._start
+                req.first_token_at_s = end
+        return flops, bytes_moved, hbm
+

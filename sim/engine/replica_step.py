@@ -1,0 +1,215 @@
+"""A step-batched replica for diffusion-family jobs (diffusion LMs, image and video
+diffusion pipelines, branching search and its verifier).
+
+Each admitted request runs the phases of its current *leg* (the part of its journey
+placed on this pool, see :mod:`sim.engine.shapes`); a phase is ``steps`` forwards of ``width``
+samples. Every batch step advances every member by one step, so members at different
+steps of different requests share one forward (step-level batching).
+
+The batch only changes when a member finishes a phase, so with the batch fixed every
+step costs the same and a run of n steps is one SimPy timeout of n·t (``fast`` mode);
+an arrival that fits cuts it at the next step boundary. ``exact`` mode runs one timeout
+per step.
+
+Memory: a member holds its base reservation (a diffusion LM's KV cache) for the whole
+leg, plus ``width × act_bytes`` of its current phase. When the next phase needs more
+(a branching fork: ×k activations) and it does not fit, the member waits, blocked and
+out of the batch, until running members free memory; blocked members go before new
+admissions, first come first served. Reservations never exceed the replica's free
+memory, so HBM never overflows.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from itertools import count
+
+from sim.engine.request import Request
+from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, STAGE, STEPS, TOKENS, VERIFY, WIDTH
+from sim.engine.timer import TimerDriven
+
+
+class StepReplica(TimerDriven):
+    """One replica of a step-batched pool (see module docstring)."""
+
+    def __init__(self, run, pool, index: int) -> None:
+        self.run = run
+        self.env = run.env
+        self.pool = pool
+        self.index = index
+        self.perf = pool.perf
+        self.max_batch = pool.config.max_batch
+        self.free_bytes = pool.free_bytes
+        self.waiting: deque[Request] = deque()
+        self.blocked: deque[Request] = deque()
+        self.heap: list[tuple[int, int, Request]] = []
+        self.outstanding = 0
+        self.members = 0
+        self.width = 0
+        self.flops = 0.0
+        self.bytes = 0.0
+        self.tokens = 0.0
+        self.reserved = 0.0
+        self.steps_done = 0
+        self.acc = 0.0
+        self.seq = count()
+        self.listeners: list = []
+        self._timer = None
+        self._busy = False
+        self._cuttable = False
+        self._start = 0.0
+        self._step_s = 0.0
+        self._steps = 0
+
+    @property
+    def queued(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def has_slot(self) -> bool:
+        return self.outstanding < self.max_batch
+
+    def _phase_fits(self, ph: tuple, base: float = 0.0) -> bool:
+        return (
+            self.width + ph[WIDTH] <= self.max_batch
+            and self.reserved + base + ph[WIDTH] * ph[ACT] <= self.free_bytes
+        )
+
+    def _admissible(self, req: Request) -> bool:
+        return not self.blocked and self._phase_fits(req.phases[_first(req)], req.reserved_bytes)
+
+    def submit(self, req: Request) -> None:
+        req.replica = self.index
+        self.outstanding += 1
+        self.waiting.append(req)
+        if not self._busy:
+            self._busy = True
+            self._start_timer(0.0)
+        elif self._cuttable and len(self.waiting) == 1 and self._admissible(req):
+            self._cut()
+
+    # --- membership ----------------------------------------------------------------
+    def _enter_phase(self, req: Request) -> None:
+        ph = req.phases[req.phase]
+        w = ph[WIDTH]
+        self.width += w
+        self.flops += w * ph[FLOPS]
+        self.bytes += w * ph[BYTES]
+        self.tokens += w * ph[TOKENS]
+        self.reserved += w * ph[ACT]
+        req.acc_mark = self.acc
+        seq = next(self.seq)
+        req.run_seq = seq
+        heapq.heappush(self.heap, (self.steps_done + ph[STEPS], seq, req))
+
+    def _leave_phase(self, req: Request) -> None:
+        ph = req.phases[req.phase]
+        w = ph[WIDTH]
+        self.width -= w
+        self.flops -= w * ph[FLOPS]
+        self.bytes -= w * ph[BYTES]
+        self.tokens -= w * ph[TOKENS]
+        self.reserved -= w * ph[ACT]
+        req.share_s += w * (self.acc - req.acc_mark)
+        if ph[STAGE] == DENOISE:
+            req.sample_steps += w * ph[STEPS]
+            req.denoiser_flops += w * ph[STEPS] * ph[FLOPS]
+        elif ph[STAGE] == VERIFY:
+            req.verifier_calls += w * ph[STEPS]
+
+    def _advance_phases(self) -> None:
+        heap, now = self.heap, self.env.now
+        while heap and heap[0][0] <= self.steps_done:
+            _, _, req = heapq.heappop(heap)
+            self._leave_phase(req)
+            if req.phases[req.phase][FIRST_OUTPUT] and req.first_token_at_s != req.first_token_at_s:
+                req.first_token_at_s = now
+            req.phase = _next(req, req.phase + 1)
+            if req.phase >= len(req.phases):
+                self._leave(req)
+            elif self.blocked or not self._phase_fits(req.phases[req.phase]):
+                req.blocked_at_s = now
+                self.blocked.append(req)  # e.g. a fork whose ×k activations do not fit yet
+            else:
+                self._enter_phase(req)
+        if not self.width:  # exact zero: no float residue between busy periods
+            self.flops = self.bytes = self.tokens = 0.0
+            if not self.members:
+                self.reserved = 0.0
+
+    def _leave(self, req: Request) -> None:
+        self.members -= 1
+        self.outstanding -= 1
+        self.reserved -= req.reserved_bytes
+        req.phases = ()
+        self.pool.finish_leg(req)
+        for listener in self.listeners:
+            listener.pull(self)
+
+    def _unblock(self) -> None:
+        while self.blocked and self._phase_fits(self.blocked[0].phases[self.blocked[0].phase]):
+            req = self.blocked.popleft()
+            req.memory_wait_s += self.env.now - req.blocked_at_s
+            self._enter_phase(req)
+
+    def _admit(self) -> None:
+        now = self.env.now
+        while self.waiting and self._admissible(self.waiting[0]):
+            req = self.waiting.popleft()
+            if req.leg == 0:
+                req.admitted_at_s = now
+            else:
+                req.handoff_wait_s += now - req.leg_dispatched_at_s
+            self.members += 1
+            self.reserved += req.reserved_bytes
+            req.phase = _first(req)
+            self._enter_phase(req)
+
+    # --- steps ---------------------------------------------------------------------
+    def _boundary(self) -> None:
+        self._advance_phases()
+        self._unblock()
+        self._admit()
+        if not self.width:
+            self._busy = False
+            return
+        perf = self.perf
+        self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+        self._steps = 1 if self.run.exact else self.heap[0][0] - self.steps_done
+        self._start = self.env.now
+        self._cuttable = not self.run.exact
+        self._start_timer(self._steps * self._step_s)
+
+    def _cut(self) -> None:
+        t, elapsed = self._step_s, self.env.now - self._start
+        done = min(int(elapsed / t), self._steps - 1)
+        while done > 0 and done * t > elapsed:
+            done -= 1
+        self._steps = done + 1
+        self._cuttable = False
+        self._start_timer(max(self._start + self._steps * t - self.env.now, 0.0))
+
+    def _finish(self) -> None:
+        if not self._steps:  # the wake-up timer of an idle replica
+            return
+        n, t, perf = self._steps, self._step_s, self.perf
+        self._steps = 0
+        self._cuttable = False
+        self.steps_done += n
+        self.acc += n * t / self.width
+        flops = n * self.flops
+        bytes_moved = n * (perf.weight_bytes_read(self.tokens) + self.bytes)
+        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, self.pool.resident_bytes + self.reserved)
+
+
+def _next(req: Request, i: int) -> int:
+    """Index of the first phase at or after ``i`` with steps to run."""
+    phases = req.phases
+    while i < len(phases) and phases[i][STEPS] == 0:
+        i += 1
+    return i
+
+
+def _first(req: Request) -> int:
+    return _next(req, 0)

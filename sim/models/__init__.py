@@ -1,0 +1,4 @@
+"""Pure models of a replica: :mod:`~sim.models.perf` (roofline time of prefill, decode and
+diffusion steps, TP communication) and :mod:`~sim.models.economics` (capex, opex, cost
+of each request). Functions of the catalog and a scenario; no SimPy, no I/O.
+"""

@@ -1,0 +1,437 @@
+"""Plotly figures of a run and of a sweep, shared by the dashboard and ``dcsim report``.
+
+Every function is pure: tidy DataFrames (the tables of :class:`sim.results.tables.Results` or a
+sweep table) in, a ``go.Figure`` or a small DataFrame out. Times are seconds and money USD
+inside; they become ms / s, $ and % only in axis titles, ticks and hover text here. Each
+fleet keeps one colour in every chart: pass the same :func:`fleet_colors` map to all.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from sim.results.report_text import human, percent, seconds, usd
+
+PALETTE = qualitative.D3
+CDF_POINTS = 400
+LATENCY_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
+KIND_SHORT = {
+    "autoregressive": "AR", "diffusion_lm": "diffusion LM", "image_diffusion": "image",
+    "video_diffusion": "video", "branching_search": "search", "service_time": "service",
+}
+KIND_SYMBOLS = {
+    "autoregressive": "circle", "diffusion_lm": "diamond", "image_diffusion": "square",
+    "video_diffusion": "triangle-up", "branching_search": "star", "service_time": "x",
+}
+UTILISATION_COLUMNS = {
+    "busy_fraction": "busy", "mfu": "MFU", "bandwidth_utilisation": "memory-BW utilisation",
+    "hbm_mean_fraction": "HBM mean", "hbm_peak_fraction": "HBM peak",
+}
+COST_PARTS = {
+    "depreciation_usd_per_hour": "capex amortisation",
+    "energy_usd_per_hour": "power",
+    "other_opex_usd_per_hour": "other opex",
+}
+LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=60, b=50), legend_title_text="fleet")
+
+
+def fleet_colors(fleets: Iterable[str]) -> dict[str, str]:
+    """One colour per fleet, in the order given (use the scenario's fleet order)."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(fleets))}
+
+
+def _colors(colors: Mapping[str, str] | None, fleets: Iterable[str]) -> Mapping[str, str]:
+    return colors if colors is not None else fleet_colors(fleets)
+
+
+def time_unit(max_s: float) -> tuple[str, float]:
+    """Display unit for durations up to ``max_s``: ("ms", 1e-3) below 1 s, else ("s", 1)."""
+    return ("ms", 1e-3) if not math.isfinite(max_s) or max_s < 1.0 else ("s", 1.0)
+
+
+def _fleets(df: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(df["fleet"])) if "fleet" in df.columns else []
+
+
+# --- KPI cards ----------------------------------------------------------------------
+
+def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
+    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request."""
+    rows = summary[summary["fleet"] == fleet["fleet"]]
+    done = rows["completed"].sum()
+    cost = (rows["cost_per_request_usd"].fillna(0) * rows["completed"]).sum()
+    slo = rows["slo_attainment"].min() if len(rows) else math.nan
+    return {
+        "capex": usd(fleet["capex_usd"]),
+        "opex / month": usd(fleet["opex_usd_per_month"]),
+        "IT power (max)": f"{human(fleet['it_power_max_kw'])} kW",
+        "$/request (all)": usd(cost / done) if done else "—",
+        "worst SLO attainment": percent(slo, decimals=1),
+    }
+
+
+def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
+    """Per workload of one fleet: p99 TTFT / E2E, SLO attainment, $/request, status."""
+    rows = []
+    for _, r in summary[summary["fleet"] == fleet].iterrows():
+        missed = not pd.isna(r["slo_attainment"]) and r["slo_attainment"] < r["slo_target"]
+        rows.append({
+            "workload": r["workload"],
+            "p99 TTFT": seconds(r["ttft_p99_s"]),
+            "p99 E2E": seconds(r["e2e_p99_s"]),
+            "SLO met": percent(r["slo_attainment"], decimals=1),
+            "$/request": usd(r["cost_per_request_usd"]),
+            "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
+        })
+    return pd.DataFrame(rows)
+
+
+# --- latency ------------------------------------------------------------------------
+
+def cdf_points(values: np.ndarray, points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical CDF (x sorted, y = fraction ≤ x), thinned to at most ``points`` points
+    (quantiles at even steps plus the last 1% in full, so the tail stays exact)."""
+    x = np.sort(values)
+    y = np.arange(1, len(x) + 1) / max(len(x), 1)
+    if len(x) <= points:
+        return x, y
+    keep = np.unique(np.concatenate([np.linspace(0, len(x) - 1, points).astype(int),
+                                     np.arange(int(0.99 * len(x)), len(x))]))
+    return x[keep], y[keep]
+
+
+def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """CDFs of TTFT, TPOT and E2E for one workload (measured, completed requests), one
+    line per fleet; metrics a workload does not report (TTFT of an image) are left out."""
+    g = requests[(requests["workload"] == workload) & (requests["status"] == "completed")]
+    if "measured" in g.columns:
+        g = g[g["measured"]]
+    metrics = [m for m in LATENCY_LABELS if m in g.columns and g[m].notna().any()] or ["e2e_s"]
+    colors = _colors(colors, _fleets(requests))
+    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[LATENCY_LABELS[m] for m in metrics])
+    for col, metric in enumerate(metrics, start=1):
+        unit, scale = time_unit(g[metric].max() if len(g) else math.nan)
+        for fleet, fg in g.groupby("fleet", sort=False):
+            x, y = cdf_points(fg[metric].dropna().to_numpy() / scale)
+            fig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines", name=str(fleet), legendgroup=str(fleet), showlegend=col == 1,
+                line=dict(color=colors.get(fleet)),
+                hovertemplate=f"{fleet}<br>%{{x:.3~g}} {unit}: %{{y:.1%}} of requests<extra></extra>",
+            ), row=1, col=col)
+        fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit})", row=1, col=col)
+    fig.update_yaxes(title_text="fraction of requests ≤ x (%)", tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
+    fig.update_layout(title=f"Latency CDFs: {workload}", **LAYOUT)
+    return fig
+
+
+# --- utilisation --------------------------------------------------------------------
+
+def busy_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, window: int | None = None) -> pd.DataFrame:
+    """Busy fraction per pool over time from the cumulative ``busy_total_s``.
+
+    Busy time is booked when a replica's busy interval ends, so one sample period can
+    hold more than one period of work; the fraction is taken over a trailing window of
+    ``window`` samples (default: 1/20 of the run) and clipped to [0, 1]."""
+    replicas = pools.set_index(["fleet", "pool"])["replicas"]
+    frames = []
+    for (fleet, pool), g in timeseries.groupby(["fleet", "pool"], sort=False):
+        g = g.sort_values("t_s")
+        w = window or max(1, len(g) // 20)
+        dt = g["t_s"].diff(w)
+        busy = g["busy_total_s"].diff(w) / (dt * replicas.get((fleet, pool), 1))
+        frames.append(g.assign(busy_fraction=busy.clip(0, 1)))
+    return pd.concat(frames, ignore_index=True) if frames else timeseries.assign(busy_fraction=[])
+
+
+def utilisation_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, fleet: str) -> go.Figure:
+    """Two stacked panels for one fleet: busy fraction per pool, and queued requests."""
+    ts = busy_over_time(timeseries[timeseries["fleet"] == fleet], pools)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=["busy fraction per pool", "queue length per pool"])
+    for i, (pool, g) in enumerate(ts.groupby("pool", sort=False)):
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["busy_fraction"], name=str(pool), legendgroup=str(pool),
+                                 line=dict(color=color), hovertemplate="%{x:.0f} s: %{y:.0%} busy<extra>" + str(pool) + "</extra>"),
+                      row=1, col=1)
+        queued = g["queued"] + g.get("central_queued", 0)
+        fig.add_trace(go.Scatter(x=g["t_s"], y=queued, name=str(pool), legendgroup=str(pool), showlegend=False,
+                                 line=dict(color=color, dash="dot"),
+                                 hovertemplate="%{x:.0f} s: %{y} queued<extra>" + str(pool) + "</extra>"),
+                      row=2, col=1)
+    fig.update_yaxes(title_text="busy (%)", tickformat=".0%", range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="queued requests (count)", rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_layout(title=f"Utilisation over time: {fleet}", **{**LAYOUT, "legend_title_text": "pool"})
+    return fig
+
+
+def pool_utilisation(pools: pd.DataFrame) -> go.Figure:
+    """Grouped bars per pool (x: fleet / pool): busy, MFU, memory-BW utilisation, HBM."""
+    x = [pools["fleet"].astype(str), pools["pool"].astype(str)]
+    fig = go.Figure()
+    for i, (column, label) in enumerate(UTILISATION_COLUMNS.items()):
+        if column not in pools.columns:
+            continue
+        values = pools[column].astype(float)
+        fig.add_trace(go.Bar(x=x, y=values, name=label, marker_color=qualitative.Safe[i],
+                             customdata=[percent(v) for v in values],
+                             hovertemplate="%{x}: %{customdata}<extra>" + label + "</extra>"))
+    fig.update_layout(title="Utilisation per pool (measurement window)", barmode="group",
+                      yaxis=dict(title="fraction of capacity (%)", tickformat=".0%", rangemode="tozero"),
+                      xaxis=dict(title="fleet / pool"), **{**LAYOUT, "legend_title_text": "metric"})
+    return fig
+
+
+# --- cost ---------------------------------------------------------------------------
+
+def cost_breakdown(pools: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """Stacked bars of hourly cost per fleet: capex amortisation, power, other opex."""
+    by_fleet = pools.groupby("fleet", sort=False)[list(COST_PARTS)].sum()
+    fig = go.Figure()
+    shades = ("#4c78a8", "#f58518", "#9d9d9d")
+    for (column, label), shade in zip(COST_PARTS.items(), shades):
+        values = by_fleet[column]
+        fig.add_trace(go.Bar(x=list(by_fleet.index), y=values, name=label, marker_color=shade,
+                             text=[usd(v) for v in values], textposition="inside",
+                             hovertemplate="%{x}: %{text}/hour<extra>" + label + "</extra>"))
+    totals = by_fleet.sum(axis=1)
+    fig.add_trace(go.Scatter(x=list(by_fleet.index), y=totals, mode="text", text=[f"{usd(v)}/h" for v in totals],
+                             textposition="top center", showlegend=False, hoverinfo="skip"))
+    colors = _colors(colors, by_fleet.index)
+    ticks = [f"<span style='color:{colors.get(f, '#444')}'><b>{f}</b></span>" for f in by_fleet.index]
+    fig.update_xaxes(title_text="fleet", tickvals=list(by_fleet.index), ticktext=ticks)
+    fig.update_layout(title="Hourly cost per fleet", barmode="stack",
+                      yaxis=dict(title="cost ($/hour)", tickprefix="$", rangemode="tozero"),
+                      **{**LAYOUT, "legend_title_text": "cost"})
+    return fig
+
+
+def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """$/request per workload (one panel each, own scale), one bar per fleet."""
+    workloads = list(dict.fromkeys(summary["workload"]))
+    colors = _colors(colors, _fleets(summary))
+    fig = make_subplots(rows=1, cols=max(len(workloads), 1), subplot_titles=workloads)
+    for col, workload in enumerate(workloads, start=1):
+        g = summary[summary["workload"] == workload]
+        for _, r in g.iterrows():
+            v = r["cost_per_request_usd"]
+            fig.add_trace(go.Bar(x=[r["fleet"]], y=[v], name=str(r["fleet"]), legendgroup=str(r["fleet"]),
+                                 showlegend=col == 1, marker_color=colors.get(r["fleet"]),
+                                 text=[usd(v)], textposition="outside",
+                                 hovertemplate=f"{r['fleet']}: {usd(v)} per request<extra>{workload}</extra>"),
+                          row=1, col=col)
+        fig.update_yaxes(tickprefix="$", tickformat=".2~g", rangemode="tozero", row=1, col=col)
+    fig.update_yaxes(title_text="cost per request ($/request)", row=1, col=1)
+    fig.update_xaxes(showticklabels=False, title_text="fleet")
+    fig.update_layout(title="Fully loaded cost per request", **LAYOUT)
+    return fig
+
+
+# --- roofline -----------------------------------------------------------------------
+
+def pool_kinds(scenario) -> dict[tuple[str, str], str]:
+    """(fleet, pool) -> workload kind(s) it serves, e.g. 'autoregressive'."""
+    kinds = {}
+    for fleet in scenario.fleets:
+        for pool in fleet.pools:
+            served = dict.fromkeys(scenario.workloads[w].kind for w in pool.serves)
+            kinds[(fleet.name, pool.name)] = "+".join(served)
+    return kinds
+
+
+def roofline(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[str, str], str] | None = None,
+             colors: Mapping[str, str] | None = None) -> go.Figure:
+    """Per-accelerator rooflines (peak FLOP/s vs arithmetic intensity, log-log, ridge
+    marked) with each pool's measured operating point, per accelerator chip; marker
+    symbol and label give the workload kind, colour the fleet.
+
+    ``accelerators`` maps catalog key -> :class:`fleets.catalog.Accelerator`. A pool's
+    achieved FLOP/s is per replica (TP × PP chips); it is scaled by the ratio of the chip's
+    peak to the replica's peak so points and roofs share one per-chip axis."""
+    pools = pools.dropna(subset=["arithmetic_intensity_flop_per_byte", "achieved_flops_per_s"])
+    colors = _colors(colors, _fleets(pools))
+    kinds = kinds or {}
+    fig = go.Figure()
+    roofs = pools[["accelerator", "precision"]].drop_duplicates()
+    ridges = [accelerators[k].peak_flops(p) / accelerators[k].memory_bw_bytes_per_s for k, p in roofs.itertuples(index=False)]
+    ai = pools["arithmetic_intensity_flop_per_byte"]
+    lo = min([*ai, *ridges], default=1.0) / 10
+    hi = max([*ai, *ridges], default=1e3) * 10
+    intensity = np.logspace(math.log10(lo), math.log10(hi), 200)
+    for i, (key, precision) in enumerate(roofs.itertuples(index=False)):
+        _add_roof(fig, accelerators[key], key, precision, intensity, ("solid", "dash", "dot", "dashdot", "longdash")[i % 5])
+    for _, p in pools.iterrows():
+        _add_operating_point(fig, p, accelerators, kinds.get((p["fleet"], p["pool"]), ""), colors)
+    for fleet in _fleets(pools):  # legend: one entry per fleet, one per workload kind
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=str(fleet), legendgroup="fleets",
+                                 marker=dict(color=colors.get(fleet), size=11)))
+    for kind in dict.fromkeys(kinds.get((f, p), "") for f, p in zip(pools["fleet"], pools["pool"])):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=KIND_SHORT.get(kind, kind or "pool"),
+                                 legendgroup="kinds", marker=dict(color="#777", size=11, symbol=_symbol(kind))))
+    fig.update_xaxes(type="log", dtick=1, title_text="arithmetic intensity (FLOP/byte)")
+    fig.update_yaxes(type="log", dtick=1, tickformat="~s", title_text="achieved FLOP/s per accelerator (FLOP/s)")
+    fig.update_layout(title="Roofline: AR decode is memory-bound, diffusion is compute-bound",
+                      height=560, **{**LAYOUT, "legend_title_text": "fleet / roof / kind"})
+    return fig
+
+
+def _symbol(kind: str) -> str:
+    return KIND_SYMBOLS.get(kind.split("+")[0], "circle")
+
+
+def _add_roof(fig: go.Figure, acc, key: str, precision: str, intensity: np.ndarray, dash: str) -> None:
+    peak, bw = acc.peak_flops(precision), acc.memory_bw_bytes_per_s
+    fig.add_trace(go.Scatter(
+        x=intensity, y=np.minimum(peak, intensity * bw), mode="lines", name=f"{key} {precision} roof",
+        line=dict(color="#555", dash=dash, width=1.5), legendgroup="roofs",
+        hovertemplate=f"{key} {precision}<br>%{{x:.3~g}} FLOP/byte → %{{y:.3~s}}FLOP/s<extra></extra>"))
+    ridge = peak / bw
+    fig.add_trace(go.Scatter(x=[ridge], y=[peak], mode="markers", marker=dict(color="#555", size=7, symbol="line-ns-open"),
+                             showlegend=False, hovertemplate=f"{key} {precision} ridge: {ridge:.0f} FLOP/byte<extra></extra>"))
+
+
+def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, kind: str, colors: Mapping[str, str]) -> None:
+    chip = accelerators[p["accelerator"]].peak_flops(p["precision"])
+    per_chip = p["achieved_flops_per_s"] * chip / p["peak_flops_per_s"]
+    label = KIND_SHORT.get(kind, kind or str(p["pool"]))
+    fig.add_trace(go.Scatter(
+        x=[p["arithmetic_intensity_flop_per_byte"]], y=[per_chip], mode="markers+text",
+        name=str(p["fleet"]), legendgroup="fleets", showlegend=False,
+        marker=dict(color=colors.get(p["fleet"]), size=13, symbol=_symbol(kind), line=dict(color="white", width=1)),
+        text=[label], textposition="bottom center", textfont=dict(size=10, color=colors.get(p["fleet"])),
+        hovertemplate=(f"{p['fleet']} / pool {p['pool']} on {p['accelerator']} ({label})<br>"
+                       "%{x:.3~g} FLOP/byte, %{y:.3~s}FLOP/s per chip<extra></extra>")))
+
+
+# --- comparing two fleets -----------------------------------------------------------
+
+def compare_fleets(summary: pd.DataFrame, fleets: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Side by side: metric, A, B (formatted), change of B vs A (fraction) and which is
+    better (lower is better for every metric but SLO attainment)."""
+    fa, fb = (fleets.set_index("fleet").loc[name] for name in (a, b))
+    rows = [
+        ("capex", fa["capex_usd"], fb["capex_usd"], usd, False),
+        ("opex / month", fa["opex_usd_per_month"], fb["opex_usd_per_month"], usd, False),
+        ("IT power max (kW)", fa["it_power_max_kw"], fb["it_power_max_kw"], human, False),
+    ]
+    sa, sb = (summary[summary["fleet"] == name].set_index("workload") for name in (a, b))
+    for workload in sa.index.intersection(sb.index):
+        ra, rb = sa.loc[workload], sb.loc[workload]
+        rows += [
+            (f"{workload}: p99 E2E", ra["e2e_p99_s"], rb["e2e_p99_s"], seconds, False),
+            (f"{workload}: SLO met", ra["slo_attainment"], rb["slo_attainment"], percent, True),
+            (f"{workload}: $/request", ra["cost_per_request_usd"], rb["cost_per_request_usd"], usd, False),
+        ]
+    out = []
+    for metric, va, vb, fmt, higher_better in rows:
+        change = (vb - va) / abs(va) if va and not pd.isna(va) and not pd.isna(vb) else math.nan
+        better = "=" if pd.isna(change) or abs(change) < 0.005 else (b if (change > 0) == higher_better else a)
+        out.append({"metric": metric, a: fmt(va), b: fmt(vb), "change": change, "better": better})
+    return pd.DataFrame(out)
+
+
+def comparison_chart(table: pd.DataFrame, a: str, b: str, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """Horizontal bars of B's change vs A per metric, coloured by the better fleet."""
+    colors = _colors(colors, [a, b])
+    t = table.dropna(subset=["change"]).iloc[::-1]
+    bar_colors = [colors.get(w, "#bbbbbb") if w != "=" else "#bbbbbb" for w in t["better"]]
+    fig = go.Figure(go.Bar(x=t["change"], y=t["metric"], orientation="h", marker_color=bar_colors,
+                           text=[f"{c:+.0%} ({w} better)" if w != "=" else "same" for c, w in zip(t["change"], t["better"])],
+                           textposition="auto", hovertemplate="%{y}: %{x:+.1%}<extra></extra>"))
+    fig.update_layout(title=f"{b} vs {a} (bar colour: the better fleet)",
+                      xaxis=dict(title=f"change of {b} relative to {a} (%)", tickformat="+.0%", zeroline=True),
+                      yaxis=dict(title="metric"), height=max(320, 28 * len(t) + 120),
+                      **{**LAYOUT, "legend_title_text": None})
+    return fig
+
+
+# --- sweeps -------------------------------------------------------------------------
+
+SWEEP_ID_COLUMNS = {"fleet", "workload", "kind", "point", "point_id", "seed", "seeds", "error", "status", "replications"}
+
+
+def metric_column(df: pd.DataFrame, metric: str) -> str:
+    """The column holding ``metric`` in a sweep table: ``<metric>_mean`` if the table
+    aggregates seeds, else ``<metric>`` itself.
+
+    Raises:
+        KeyError: neither exists."""
+    for column in (f"{metric}_mean", metric):
+        if column in df.columns:
+            return column
+    raise KeyError(f"sweep table has no column {metric!r} or {metric + '_mean'!r}")
+
+
+def swept_columns(df: pd.DataFrame) -> list[str]:
+    """Swept parameters: columns named by a dotted scenario path
+    (``workloads.chat.arrival.rate_per_s``) that take more than one value."""
+    return [c for c in df.columns if "." in c and c not in SWEEP_ID_COLUMNS and df[c].nunique(dropna=True) > 1]
+
+
+def pareto_mask(cost: np.ndarray, latency: np.ndarray) -> np.ndarray:
+    """True for points no other point beats on both cost and latency (lower is better)."""
+    cost, latency = np.asarray(cost, float), np.asarray(latency, float)
+    ok = np.isfinite(cost) & np.isfinite(latency)
+    mask = np.zeros(len(cost), dtype=bool)
+    for i in np.flatnonzero(ok):
+        dominated = ok & (cost <= cost[i]) & (latency <= latency[i]) & ((cost < cost[i]) | (latency < latency[i]))
+        mask[i] = not dominated.any()
+    return mask
+
+
+def pareto_front(sweep: pd.DataFrame, workload: str, latency: str = "e2e_p99_s",
+                 colors: Mapping[str, str] | None = None) -> go.Figure:
+    """$/request vs p99 latency of every sweep point × fleet for one workload; the
+    Pareto-optimal points are joined by a line."""
+    g = sweep[sweep["workload"] == workload] if "workload" in sweep.columns else sweep
+    x_col, y_col = metric_column(g, latency), metric_column(g, "cost_per_request_usd")
+    g = g.dropna(subset=[x_col, y_col])
+    unit, scale = time_unit(g[x_col].max() if len(g) else math.nan)
+    params = swept_columns(sweep)
+    colors = _colors(colors, _fleets(sweep))
+    fig = go.Figure()
+    for fleet, fg in g.groupby("fleet", sort=False):
+        hover = ["<br>".join(f"{p}={r[p]}" for p in params) for _, r in fg.iterrows()]
+        fig.add_trace(go.Scatter(x=fg[x_col] / scale, y=fg[y_col], mode="markers", name=str(fleet),
+                                 marker=dict(color=colors.get(fleet), size=9), text=hover,
+                                 hovertemplate=f"{fleet}<br>%{{x:.3~g}} {unit}, $%{{y:.3~g}}/request<br>%{{text}}<extra></extra>"))
+    front = g[pareto_mask(g[y_col].to_numpy(), g[x_col].to_numpy())].sort_values(x_col)
+    fig.add_trace(go.Scatter(x=front[x_col] / scale, y=front[y_col], mode="lines", name="Pareto front",
+                             line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip"))
+    label = LATENCY_LABELS.get(latency.split("_p")[0] + "_s", latency)
+    fig.update_layout(title=f"Pareto front: {workload}", xaxis=dict(title=f"p99 {label} latency ({unit})"),
+                      yaxis=dict(title="cost per request ($/request)", tickprefix="$"), **LAYOUT)
+    return fig
+
+
+def sweep_heatmap(sweep: pd.DataFrame, x: str, y: str, metric: str = "cost_per_request_usd",
+                  fleet: str | None = None, workload: str | None = None) -> go.Figure:
+    """Mean of ``metric`` over a grid of two swept parameters (other parameters averaged),
+    for one fleet and workload."""
+    g = sweep
+    if fleet is not None:
+        g = g[g["fleet"] == fleet]
+    if workload is not None:
+        g = g[g["workload"] == workload]
+    column = metric_column(g, metric)
+    grid = g.pivot_table(index=y, columns=x, values=column, aggfunc="mean").sort_index()
+    money = metric.endswith("_usd")
+    unit, scale = ("$", 1.0) if money else (("%", 1.0) if metric == "slo_attainment" else time_unit(np.nanmax(grid.to_numpy()) if grid.size else math.nan))
+    z = grid.to_numpy() / scale
+    fmt = usd if money else (percent if metric == "slo_attainment" else (lambda v: f"{human(v)} {unit}"))
+    text = [[fmt(v * scale) for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=z, x=[str(v) for v in grid.columns], y=[str(v) for v in grid.index], text=text,
+                               texttemplate="%{text}", colorscale="Viridis", colorbar=dict(title=unit),
+                               hovertemplate=f"{x}=%{{x}}<br>{y}=%{{y}}<br>%{{text}}<extra></extra>"))
+    where = " / ".join(str(v) for v in (fleet, workload) if v)
+    fig.update_layout(title=f"{metric} ({unit}) {where}", xaxis=dict(title=x, type="category"),
+                      yaxis=dict(title=y, type="category"), **LAYOUT)
+    return fig

@@ -1,0 +1,133 @@
+"""Write a run's tables beside the resolved scenario, atomically.
+
+``write_results(results, out_dir)`` writes into a fresh sibling directory, then swaps it
+into place: the old ``out_dir`` is renamed aside, the new one renamed in, the old one
+deleted. A failure while writing removes the temporary directory and leaves ``out_dir``
+as it was; readers never see a half-written result directory.
+
+Files (units in column names):
+
+- ``requests.parquet``: one row per request and fleet (full float precision).
+- ``pools.csv``, ``summary.csv``, ``fleets.csv``: floats written with
+  :data:`FLOAT_FORMAT`, so the same scenario and seed give byte-identical files.
+- ``scenario.yaml``: the resolved scenario (defaults filled in) that made them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sim.errors import UserError
+from sim.results.tables import Results
+from sim.scenario import scenario_to_yaml
+
+FLOAT_FORMAT = "%.10g"
+OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "scenario.yaml")
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Parquet without the pandas index; pyarrow output is deterministic for equal data."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    pq.write_table(table, path)
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """CSV with a fixed float format and ``\\n`` line ends (byte-identical reruns)."""
+    df.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
+def write_files(results: Results, directory: Path) -> None:
+    """Write the five output files into an existing, empty ``directory``."""
+    write_parquet(results.requests, directory / "requests.parquet")
+    write_csv(results.pools, directory / "pools.csv")
+    write_csv(results.summary, directory / "summary.csv")
+    write_csv(results.fleets, directory / "fleets.csv")
+    (directory / "scenario.yaml").write_text(scenario_to_yaml(results.scenario), encoding="utf-8")
+
+
+def check_replaceable(out_dir: Path) -> None:
+    """Refuse to replace anything but an empty directory or an earlier result directory.
+
+    Raises:
+        UserError: ``out_dir`` is a file, or a directory holding other files (replacing
+            it would delete them).
+    """
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise UserError(f"--out {out_dir}: exists and is not a directory; choose another path")
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in OUTPUT_FILES)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise UserError(
+            f"--out {out_dir}: directory holds files that are not dcsim results ({shown}); "
+            f"it would be replaced as a whole, so choose an empty or new directory"
+        )
+
+
+def write_results(results: Results, out_dir: str | Path) -> Path:
+    """Write ``results`` to ``out_dir`` atomically (see module docstring); returns the path.
+
+    Raises:
+        UserError: ``out_dir`` cannot be replaced or its parent cannot be written.
+    """
+    out_dir = Path(out_dir).absolute()
+    check_replaceable(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    except OSError as err:
+        raise UserError(f"--out {out_dir}: cannot create a directory there ({err.strerror})") from None
+    try:
+        write_files(results, tmp)
+        _swap_in(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Rename ``target`` aside (if present), ``new`` into its place, then delete the old."""
+    if not target.exists():
+        os.rename(new, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    os.rmdir(old)  # reserve a unique name; rename needs it absent
+    os.rename(target, old)
+    try:
+        os.rename(new, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_file_atomic(path: str | Path, write) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into
+    place (readers see the old file or the new one, never half of one).
+
+    Raises:
+        UserError: the directory cannot be created or written."""
+    path = Path(path).absolute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        os.close(fd)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write there ({err.strerror})") from None
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

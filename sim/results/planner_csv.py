@@ -1,0 +1,99 @@
+"""The planner CSV: one row per fleet with what a procurement plan needs.
+
+Columns (units in the names; plain numbers, no currency strings):
+
+- ``fleet``; for sweeps also ``point_id``, ``seed`` and one column per swept field.
+- ``racks``, ``nodes``, ``accelerators_total`` and ``accelerators_<type>`` per
+  accelerator type (``h100-sxm`` -> ``accelerators_h100_sxm``).
+- ``it_power_max_kw`` (provisioned IT power) and ``facility_power_max_mw`` (IT × PUE).
+- ``capex_usd``; ``opex_usd_per_month`` (energy at the simulated mean power plus other
+  opex); ``cost_usd_per_hour`` (depreciation + energy + other opex);
+  ``depreciation_years``; ``tco_usd`` = capex + opex per month × 12 × depreciation years.
+- per workload ``w``: ``w_cost_per_request_usd``, ``w_cost_per_1m_output_tokens_usd``
+  (NaN for workloads without output tokens), ``w_slo_attainment``, ``w_slo_target``.
+- ``headroom_load_multiplier``: the largest multiplier m of every workload's arrival
+  rate (all scaled together) at which every workload still meets its SLO target (and the
+  run stays stable), found by re-simulating the fleet with the same seed: doubling from
+  1 up to :data:`HEADROOM_MAX`, then geometric bisection until the bracket is narrower
+  than :data:`HEADROOM_TOLERANCE` (5%). A value of 1.3 means 30% more load fits;
+  below 1 means the fleet misses an SLO at today's load (0 if even
+  :data:`HEADROOM_MIN` × the load fails); ``HEADROOM_MAX`` means "at least that".
+  ``headroom_pct`` = (m − 1) × 100. NaN when headroom was not computed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from sim.results.tables import Results
+
+MONTHS_PER_YEAR = 12
+FLEET_COLUMNS = ("accelerators", "accelerator_count", "nodes", "racks", "capex_usd", "opex_usd_per_month",
+                 "it_power_max_kw", "it_power_avg_kw", "cost_usd_per_hour")
+WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "slo_attainment", "slo_target")
+
+
+def accelerator_column(accelerator: str) -> str:
+    """``h100-sxm`` -> ``accelerators_h100_sxm``."""
+    return "accelerators_" + re.sub(r"[^0-9a-zA-Z]+", "_", accelerator).strip("_").lower()
+
+
+def fleet_workload_rows(results: Results) -> pd.DataFrame:
+    """One row per fleet × workload: the summary row joined with its fleet's totals,
+    accelerators by type (JSON), PUE and depreciation life (all a planner row needs)."""
+    fleets = results.fleets[list(FLEET_COLUMNS) + ["fleet"]]
+    rows = results.summary.merge(fleets, on="fleet", how="left")
+    by_type = {
+        fleet: json.dumps({a: int(n) for a, n in g.groupby("accelerator", sort=True)["accelerators"].sum().items()})
+        for fleet, g in results.pools.groupby("fleet", sort=False)
+    }
+    rows["accelerators_by_type_json"] = rows["fleet"].map(by_type)
+    rows["pue"] = results.scenario.economics.pue
+    rows["depreciation_years"] = results.scenario.economics.depreciation_years
+    return rows
+
+
+def planner_table(rows: pd.DataFrame, keys: list[str], headroom: dict | None = None) -> pd.DataFrame:
+    """One planner row per group of ``keys`` (e.g. ``["fleet"]``) from fleet × workload
+    ``rows`` (see :func:`fleet_workload_rows`); ``headroom`` maps a key tuple to m."""
+    out = []
+    for key, g in rows.groupby(keys, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        out.append(_planner_row(dict(zip(keys, key)), g, (headroom or {}).get(key, math.nan)))
+    table = pd.DataFrame(out)
+    acc_cols = sorted(c for c in table.columns if c.startswith("accelerators_") and c != "accelerators_total")
+    table[acc_cols] = table[acc_cols].fillna(0).astype(int)
+    return table[_column_order(table, keys, acc_cols)]
+
+
+def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
+    first = g.iloc[0]
+    row: dict[str, Any] = dict(key)
+    row.update(racks=int(first["racks"]), nodes=int(first["nodes"]), accelerators_total=int(first["accelerator_count"]))
+    for acc, n in json.loads(first["accelerators_by_type_json"]).items():
+        row[accelerator_column(acc)] = int(n)
+    row["it_power_max_kw"] = float(first["it_power_max_kw"])
+    row["facility_power_max_mw"] = float(first["it_power_max_kw"]) * float(first["pue"]) / 1e3
+    row["capex_usd"] = float(first["capex_usd"])
+    row["opex_usd_per_month"] = float(first["opex_usd_per_month"])
+    row["cost_usd_per_hour"] = float(first["cost_usd_per_hour"])
+    row["depreciation_years"] = float(first["depreciation_years"])
+    row["tco_usd"] = row["capex_usd"] + row["opex_usd_per_month"] * MONTHS_PER_YEAR * row["depreciation_years"]
+    for _, w in g.iterrows():
+        for metric in WORKLOAD_METRICS:
+            row[f"{w['workload']}_{metric}"] = float(w[metric])
+    row["headroom_load_multiplier"] = headroom
+    row["headroom_pct"] = (headroom - 1.0) * 100.0 if headroom == headroom and headroom > 0 else math.nan
+    return row
+
+
+def _column_order(table: pd.DataFrame, keys: list[str], acc_cols: list[str]) -> list[str]:
+    head = list(keys) + ["racks", "nodes", "accelerators_total"] + acc_cols
+    tail = ["headroom_load_multiplier", "headroom_pct"]
+    middle = [c for c in table.columns if c not in head and c not in tail]
+    return head + middle + tail

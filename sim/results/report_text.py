@@ -1,0 +1,251 @@
+"""Plain-text tables of a run and of the catalog, for people at a terminal.
+
+Everything here is a pure function of its input: no timestamps, no terminal width, no
+colour, so the same results print the same bytes (the CLI tests rely on it). Numbers are
+converted from SI (seconds, USD, W, fractions) to display units only here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from sim.results.tables import Results
+
+MISSING = "—"
+# Cost column of the workload table: per-item kinds show $/item, token kinds $/1M tokens.
+PER_ITEM_LABEL = {"image_diffusion": "$/image", "video_diffusion": "$/video", "branching_search": "$/search"}
+TOKEN_KINDS = ("autoregressive", "diffusion_lm")
+
+
+# --- numbers ------------------------------------------------------------------------
+
+def _missing(x) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and not math.isfinite(x))
+
+
+def human(x: float) -> str:
+    """A number with as many digits as a person reads: 157, 35, 3.5, 0.42, 0.0020."""
+    if _missing(x):
+        return MISSING
+    mag = abs(x)
+    if mag >= 10 or mag == 0:
+        return f"{x:,.0f}"
+    if mag >= 1:
+        return f"{x:.1f}"
+    decimals = 1 - math.floor(math.log10(mag))
+    return f"{x:.{decimals}f}"
+
+
+def usd(x: float) -> str:
+    """Money: $1.2B, $1.2M, $151k, $996, $2.8, $0.00020."""
+    if _missing(x):
+        return MISSING
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"${human(x / scale)}{suffix}"
+    return f"${human(x)}"
+
+
+def percent(fraction: float, decimals: int | None = None) -> str:
+    """A fraction as a percentage: 0.71 -> 71%, 0.041 -> 4.1%."""
+    if _missing(fraction):
+        return MISSING
+    if decimals is not None:
+        return f"{100 * fraction:.{decimals}f}%"
+    return f"{human(100 * fraction)}%"
+
+
+def seconds(x: float) -> str:
+    """A duration with its unit: 35 ms, 1.6 s, 2.5 min, 3.0 h."""
+    if _missing(x):
+        return MISSING
+    for limit, scale, unit in ((1.0, 1e-3, "ms"), (120.0, 1.0, "s"), (7200.0, 60.0, "min")):
+        if abs(x) < limit:
+            return f"{human(x / scale)} {unit}"
+    return f"{human(x / 3600.0)} h"
+
+
+# --- tables -------------------------------------------------------------------------
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None) -> str:
+    """Columns padded to their widest cell; ``right[i]`` right-aligns column i."""
+    rows = [list(r) for r in rows]
+    right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def _latency_unit(values: pd.Series) -> tuple[str, float]:
+    finite = values[values.map(lambda v: not _missing(v))]
+    return ("ms", 1e-3) if finite.empty or finite.abs().max() < 1.0 else ("s", 1.0)
+
+
+def _tails(row: pd.Series, metric: str, scale: float) -> str:
+    cells = [human(row[f"{metric}_p{p}_s"] / scale) for p in (50, 95, 99)]
+    return " / ".join(cells)
+
+
+def _has_metric(g: pd.DataFrame, metric: str, kind: str) -> bool:
+    """E2E always; TTFT/TPOT for token kinds or whenever some fleet reports them."""
+    cols = [f"{metric}_p{p}_s" for p in (50, 95, 99)]
+    return metric == "e2e" or kind in TOKEN_KINDS or bool(g[cols].notna().to_numpy().any())
+
+
+def _status(row: pd.Series) -> str:
+    if row["unstable"]:
+        return f"UNSTABLE ({int(row['in_flight'])} in flight)"
+    if not _missing(row["slo_attainment"]) and row["slo_attainment"] < row["slo_target"]:
+        return "SLO missed"
+    return "ok"
+
+
+def workload_table(name: str, g: pd.DataFrame) -> str:
+    """One workload across fleets: latency tails, throughput, SLO, costs, status."""
+    kind = str(g["kind"].iloc[0])
+    headers, columns = ["fleet"], [list(g["fleet"].astype(str))]
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")):
+        if not _has_metric(g, metric, kind):
+            continue
+        values = pd.concat([g[f"{metric}_p{p}_s"] for p in (50, 95, 99)])
+        unit, scale = _latency_unit(values)
+        headers.append(f"{label} p50/p95/p99 ({unit})")
+        columns.append([_tails(r, metric, scale) for _, r in g.iterrows()])
+    target = percent(g["slo_target"].iloc[0], decimals=None)
+    headers += ["throughput (req/s)", f"SLO met (target {target})", "$/request"]
+    columns += [
+        [human(v) for v in g["throughput_rps"]],
+        [percent(v, decimals=1) for v in g["slo_attainment"]],
+        [usd(v) for v in g["cost_per_request_usd"]],
+    ]
+    if kind in TOKEN_KINDS:
+        headers.append("$/1M output tokens")
+        columns.append([usd(v) for v in g["cost_per_1m_output_tokens_usd"]])
+    elif kind in PER_ITEM_LABEL:
+        headers.append(PER_ITEM_LABEL[kind])
+        columns.append([usd(v) for v in g["cost_per_request_usd"]])
+    if kind == "branching_search":
+        headers += ["compute × (measured / formula)", "verifier calls", "hand-offs (transfer / queue)"]
+        columns += [
+            [f"{human(r['compute_multiplier_measured'])} / {human(r['compute_multiplier_formula'])}" for _, r in g.iterrows()],
+            [human(v) for v in g["verifier_calls_per_request"]],
+            [_handoffs(r) for _, r in g.iterrows()],
+        ]
+    elif (g.get("handoffs_per_request", pd.Series(dtype=float)).fillna(0) > 0).any():
+        headers.append("hand-offs (transfer / queue)")
+        columns.append([_handoffs(r) for _, r in g.iterrows()])
+    headers.append("status")
+    columns.append([_status(r) for _, r in g.iterrows()])
+    right = [0 < i < len(headers) - 1 for i in range(len(headers))]
+    title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
+    return f"{title}\n{table(headers, zip(*columns), right)}"
+
+
+def _handoffs(row: pd.Series) -> str:
+    """Mean hand-offs per request, with the mean time in transfer and in the receiving
+    pools' queues."""
+    n = row.get("handoffs_per_request")
+    if _missing(n) or n == 0:
+        return "none"
+    return f"{human(n)} ({seconds(row['handoff_transfer_s_mean'])} / {seconds(row['handoff_queue_s_mean'])})"
+
+
+def _count(n, noun: str) -> str:
+    n = int(n)
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _pool_row(p: pd.Series) -> list[str]:
+    shape = f"{int(p['replicas'])} × tp{int(p['tp'])}" + (f" pp{int(p['pp'])}" if int(p["pp"]) > 1 else "")
+    return [
+        str(p["pool"]), str(p["accelerator"]), str(p["model"]), str(p["precision"]), shape,
+        percent(p["busy_fraction"]), percent(p.get("mfu")), percent(p.get("bandwidth_utilisation")),
+        f"{percent(p.get('hbm_mean_fraction'))} / {percent(p.get('hbm_peak_fraction'))}",
+        _intensity(p),
+    ]
+
+
+def _intensity(p: pd.Series) -> str:
+    """Arithmetic intensity of the pool's work against its ridge point: below the ridge
+    the pool is memory-bound, above it compute-bound."""
+    ai, ridge = p.get("arithmetic_intensity_flop_per_byte"), p.get("ridge_flop_per_byte")
+    if _missing(ai) or _missing(ridge):
+        return MISSING
+    return f"{human(ai)} / {human(ridge)} ({'compute' if ai >= ridge else 'memory'})"
+
+
+def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
+    """One fleet: hardware and money on top, then a row per pool."""
+    lines = [
+        f"Fleet {fleet['fleet']}",
+        f"  accelerators   {fleet['accelerators'] or MISSING}  ({_count(fleet['nodes'], 'node')}, {_count(fleet['racks'], 'rack')})",
+        f"  capex          {usd(fleet['capex_usd'])}",
+        f"  opex           {usd(fleet['opex_usd_per_month'])}/month",
+        f"  IT power       {human(fleet['it_power_max_kw'])} kW max, {human(fleet['it_power_avg_kw'])} kW average",
+    ]
+    headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
+               "HBM mean/peak", "FLOP/byte vs ridge"]
+    rows = [_pool_row(p) for _, p in pools.iterrows()]
+    right = [i >= 5 for i in range(len(headers))]
+    return "\n".join(lines) + "\n" + table(headers, rows, right)
+
+
+def run_report(results: Results) -> str:
+    """The whole stdout report of ``dcsim run``: scenario line, workloads, fleets."""
+    sc = results.scenario
+    head = (f"Scenario {sc.name}: seed {sc.seed}, {seconds(sc.duration_s)} of arrivals, "
+            f"measured after {seconds(sc.warmup_s)} warm-up, {len(sc.fleets)} fleet(s)")
+    parts = [head]
+    summary = results.summary
+    for name, wl in sc.workloads.items():
+        g = summary[summary["workload"] == name] if "workload" in summary.columns else summary
+        if g.empty:
+            parts.append(f"Workload {name} ({wl.kind}): no requests arrived in the measurement window")
+        else:
+            parts.append(workload_table(name, g))
+    for _, fleet in results.fleets.iterrows():
+        parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]]))
+    return "\n\n".join(parts) + "\n"
+
+
+# --- catalog ------------------------------------------------------------------------
+
+def _cell(x, fmt=human) -> str:
+    return MISSING if _missing(x) else fmt(x)
+
+
+def accelerators_text(df: pd.DataFrame) -> str:
+    headers = ["key", "name", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "memory GB", "mem BW TB/s",
+               "scale-up", "TDP W", "price", "status", "price status"]
+    rows = [
+        [r["key"], r["name"], _cell(r["peak_bf16_tflops"]), _cell(r["peak_fp8_tflops"]),
+         _cell(r["peak_fp4_tflops"]), _cell(r["memory_gb"]), _cell(r["memory_bw_tbps"]),
+         _cell(r["scaleup_domain_size"], lambda v: str(int(v))), _cell(r["tdp_w"]), _cell(r["price_usd"], usd),
+         str(r["status"]), str(r["price_status"])]
+        for _, r in df.iterrows()
+    ]
+    right = [2 <= i <= 9 for i in range(len(headers))]
+    sources = "\n".join(f"  {r['key']}: {r['spec_source']}" for _, r in df.iterrows())
+    return f"Accelerators\n{table(headers, rows, right)}\n\nSources\n{sources}"
+
+
+def models_text(df: pd.DataFrame) -> str:
+    headers = ["key", "name", "kind", "params B", "active B", "weights bf16 GB", "KV B/token bf16",
+               "context", "status"]
+    rows = [
+        [r["key"], r["name"], r["kind"], _cell(r["params_b"]), _cell(r["active_params_b"]),
+         _cell(r["weights_bf16_gb"]), _cell(r["kv_bytes_per_token_bf16"], lambda v: f"{int(v):,}"),
+         _cell(r["max_context_tokens"], lambda v: f"{int(v):,}"), str(r["status"])]
+        for _, r in df.iterrows()
+    ]
+    right = [3 <= i <= 7 for i in range(len(headers))]
+    sources = "\n".join(f"  {r['key']}: {r['source']}" for _, r in df.iterrows())
+    return f"Models\n{table(headers, rows, right)}\n\nSources\n{sources}"

@@ -1,0 +1,82 @@
+"""Run every fleet of a scenario on the same demand and assemble the tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from sim.engine.demand import generate_demand
+from sim.engine.core import simulate
+from sim.engine.pools import build_pools
+from sim.results.metrics import costed_requests, fleet_table, pool_table, workload_summary
+from sim.scenario import Scenario
+
+ProgressFactory = Callable[[str, float, int], Callable[[float, int], None]]
+
+
+@dataclass
+class Results:
+    """Tidy tables of one scenario run, all fleets side by side.
+
+    - ``requests``: one row per request and fleet (status, latencies in s, cost in USD).
+    - ``pools``: one row per pool (utilisation, capacity, power, costs).
+    - ``summary``: one row per fleet × workload (latency tails, SLO attainment, $/request).
+    - ``fleets``: one row per fleet (accelerators, capex, opex per month, IT power).
+    - ``events``: SimPy events processed per fleet (engine cost).
+    - ``end_s``: simulated instant each fleet's run ended (costs cover [0, end_s]).
+    - ``timeseries``: per pool, sampled outstanding/queued requests and busy time.
+    """
+
+    scenario: Scenario
+    requests: pd.DataFrame
+    pools: pd.DataFrame
+    summary: pd.DataFrame
+    fleets: pd.DataFrame
+    events: dict[str, int]
+    end_s: dict[str, float]
+    timeseries: pd.DataFrame
+
+
+def check_fleets(scenario: Scenario) -> None:
+    """Build every fleet's pools up front so placement errors surface before any run.
+
+    Raises:
+        UserError / PlacementError: naming the fleet, the pool and the problem."""
+    for fleet in scenario.fleets:
+        build_pools(scenario, fleet)
+
+
+def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) -> Results:
+    """Simulate every fleet on one shared draw of the demand.
+
+    Args:
+        progress: ``progress(fleet_name, duration_s, total_requests)`` returns the
+            per-fleet callback passed to :func:`sim.engine.core.simulate`.
+    """
+    check_fleets(scenario)
+    demand = generate_demand(scenario)
+    total = sum(len(d) for d in demand.values())
+    requests, pools, series, events, ends = [], [], [], {}, {}
+    for fleet in scenario.fleets:
+        callback = progress(fleet.name, scenario.duration_s + scenario.drain_s, total) if progress else None
+        run = simulate(scenario, fleet.name, demand=demand, progress=callback)
+        table = pool_table(run, scenario)
+        pools.append(table)
+        requests.append(costed_requests(run, table))
+        series.append(run.timeseries)
+        events[fleet.name] = run.events
+        ends[fleet.name] = run.end_s
+    requests_df = pd.concat(requests, ignore_index=True)
+    pools_df = pd.concat(pools, ignore_index=True)
+    return Results(
+        scenario=scenario,
+        requests=requests_df,
+        pools=pools_df,
+        summary=workload_summary(requests_df, scenario),
+        fleets=fleet_table(pools_df),
+        events=events,
+        end_s=ends,
+        timeseries=pd.concat(series, ignore_index=True),
+    )

@@ -1,0 +1,146 @@
+"""Headroom: how much more load a fleet takes before it misses an SLO, by re-simulation.
+
+``headroom_load_multiplier`` of the planner CSV (:mod:`sim.results.planner_csv`) is the
+largest multiplier m of every workload's arrival rate (all scaled together) at which every
+workload still meets its SLO target (and the run stays stable), found by re-simulating the
+fleet with the same seed: doubling from 1 up to :data:`HEADROOM_MAX`, then geometric
+bisection until the bracket is narrower than :data:`HEADROOM_TOLERANCE` (5%). Below 1 the
+fleet misses an SLO at today's load (0 if even :data:`HEADROOM_MIN` × the load fails);
+``HEADROOM_MAX`` means "at least that".
+
+It lives in ``studies`` because it is built from many runs; it also builds the planner
+table of a ``run`` or of a result directory, since those carry headroom.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from sim.errors import UserError
+from sim.results.planner_csv import fleet_workload_rows, planner_table
+from sim.results.tables import Results, run_scenario
+from sim.scenario import Scenario, load_scenario, parse_scenario
+from sim.studies.sweep_spec import apply_overrides
+
+HEADROOM_MAX = 4.0
+HEADROOM_MIN = 0.25
+HEADROOM_TOLERANCE = 0.05
+
+
+def scale_arrival(arrival: dict, factor: float) -> dict:
+    """An arrival mapping with its mean rate multiplied by ``factor``."""
+    out = copy.deepcopy(arrival)
+    if out["kind"] in ("poisson", "gamma"):
+        out["rate_per_s"] = out["rate_per_s"] * factor
+    elif out["kind"] == "mmpp":
+        out["rates_per_s"] = [r * factor for r in out["rates_per_s"]]
+    elif out["kind"] == "trace":
+        out["rate_scale"] = out.get("rate_scale", 1.0) * factor
+    else:
+        raise ValueError(f"cannot scale arrivals of kind {out['kind']!r}")
+    return out
+
+
+def scaled_scenario(scenario: Scenario, fleet: str, factor: float) -> Scenario:
+    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``."""
+    data = scenario.model_dump(mode="json")
+    data["fleets"] = [f for f in data["fleets"] if f["name"] == fleet]
+    for wl in data["workloads"].values():
+        wl["arrival"] = scale_arrival(wl["arrival"], factor)
+    return parse_scenario(data, f"{scenario.name} (load × {factor:.3g})")
+
+
+def meets_slos(summary: pd.DataFrame) -> bool:
+    """Every workload stable, with SLO attainment at or above its target."""
+    ok = (~summary["unstable"].astype(bool)) & (summary["slo_attainment"].fillna(0.0) >= summary["slo_target"] - 1e-12)
+    return bool(ok.all())
+
+
+def headroom_multiplier(scenario: Scenario, fleet: str, simulate_fn: Callable | None = None) -> float:
+    """See the module docstring. ``simulate_fn(scenario) -> summary DataFrame`` (default:
+    :func:`sim.results.tables.run_scenario`)."""
+    run = simulate_fn or (lambda sc: run_scenario(sc).summary)
+
+    def passes(m: float) -> bool:
+        return meets_slos(run(scaled_scenario(scenario, fleet, m)))
+
+    if passes(1.0):
+        lo, hi = 1.0, 2.0
+        while hi <= HEADROOM_MAX and passes(hi):
+            lo, hi = hi, hi * 2.0
+        if lo >= HEADROOM_MAX:
+            return HEADROOM_MAX
+        hi = min(hi, HEADROOM_MAX * (1 + HEADROOM_TOLERANCE))
+    else:
+        lo, hi = 0.5, 1.0
+        while lo >= HEADROOM_MIN and not passes(lo):
+            lo, hi = lo / 2.0, lo
+        if lo < HEADROOM_MIN:
+            return 0.0
+    while hi / lo > 1.0 + HEADROOM_TOLERANCE:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if passes(mid) else (lo, mid)
+    return min(lo, HEADROOM_MAX)
+
+
+def results_planner_table(results: Results, headroom: bool = True) -> pd.DataFrame:
+    """The planner table of one ``run`` (one row per fleet)."""
+    rows = fleet_workload_rows(results)
+    marks = {}
+    if headroom:
+        marks = {(f.name,): headroom_multiplier(results.scenario, f.name) for f in results.scenario.fleets}
+    return planner_table(rows, ["fleet"], marks)
+
+
+
+# --- from a result directory --------------------------------------------------------
+
+def directory_planner_table(directory: str | Path, headroom: bool = True) -> pd.DataFrame:
+    """The planner table of a ``run --out`` or ``sweep --out`` directory.
+
+    Raises:
+        UserError: ``directory`` holds neither kind of result."""
+    directory = Path(directory)
+    if (directory / "runs.parquet").exists() and (directory / "base-scenario.yaml").exists():
+        return _sweep_planner_table(directory, headroom)
+    needed = ("summary.csv", "fleets.csv", "pools.csv", "scenario.yaml")
+    if all((directory / n).exists() for n in needed):
+        return _run_planner_table(directory, headroom)
+    raise UserError(
+        f"{directory}: not a dcsim result directory (expected runs.parquet and base-scenario.yaml "
+        f"from 'dcsim sweep --out', or {', '.join(needed)} from 'dcsim run --out')"
+    )
+
+
+def _run_planner_table(directory: Path, headroom: bool) -> pd.DataFrame:
+    scenario = load_scenario(directory / "scenario.yaml")
+    summary = pd.read_csv(directory / "summary.csv")
+    fleets = pd.read_csv(directory / "fleets.csv")
+    pools = pd.read_csv(directory / "pools.csv")
+    results = Results(scenario, pd.DataFrame(), pools, summary, fleets, {}, {}, pd.DataFrame())
+    return results_planner_table(results, headroom)
+
+
+def _sweep_planner_table(directory: Path, headroom: bool) -> pd.DataFrame:
+    runs = pd.read_parquet(directory / "runs.parquet")
+    if runs.empty:
+        raise UserError(f"{directory}: the sweep has no finished points")
+    cols = list(runs.columns)
+    fields = cols[cols.index("point_id") + 1: cols.index("seed")]
+    keys = ["point_id", *fields, "seed", "fleet"]
+    marks: dict = {}
+    if "headroom_load_multiplier" in runs:
+        marks = {tuple(k): h for k, h in zip(runs[keys].itertuples(index=False), runs["headroom_load_multiplier"])}
+    elif headroom:
+        base = load_scenario(directory / "base-scenario.yaml").model_dump(mode="json")
+        for k, g in runs.groupby(keys, sort=False):
+            overrides = list(json.loads(g["overrides_json"].iloc[0]).items()) + [("seed", int(g["seed"].iloc[0]))]
+            scenario = apply_overrides(base, overrides, str(directory / "base-scenario.yaml"))
+            marks[k] = headroom_multiplier(scenario, g["fleet"].iloc[0])
+    return planner_table(runs, keys, marks)

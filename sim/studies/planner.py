@@ -1,0 +1,392 @@
+"""``dcsim plan``: the cheapest fleet whose simulated SLO attainment meets every target.
+
+Method (see the README section "Sweeps and planning" for its limits):
+
+1. Each workload gets its own pools, one per candidate accelerator type it uses, so
+   workloads do not interact and are planned one at a time.
+2. Cost of a pool of n replicas: its full-load hourly cost (IT capex over the
+   depreciation life, facility capex over its life, energy at full power × PUE, other
+   opex), from :func:`sim.models.economics.pool_costs` at busy fraction 1. It is known before
+   any simulation, so candidates can be ranked by cost.
+3. Per type, an analytic lower bound ``ceil(rate / capacity)`` (see
+   :mod:`sim.studies.planner_capacity`), then simulation: if the bound meets the SLO, bisect
+   down to the fewest replicas that still do; otherwise double until one does, then
+   bisect. This is the cheapest single-type pool per type.
+4. Mixes: every combination of replica counts (two or more types, each at most its
+   single-type answer) cheaper than the best single type, whose summed analytic
+   capacity covers the rate, is simulated in increasing cost order; the first that
+   meets the SLO wins. A combination is skipped when another that has at least as many
+   replicas of every type already failed (attainment assumed monotone in replicas).
+5. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
+
+A growth curve (``growth:``) plans every quarter with the rates scaled.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sim.errors import ScenarioError, UserError
+from sim.studies.planner_capacity import replica_capacity_rps
+from sim.results.planner_csv import fleet_workload_rows, planner_table
+from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
+from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
+
+Counts = dict[str, int]  # accelerator type -> replicas
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Candidate(_Strict):
+    """An accelerator type the planner may buy; pool fields (tp, precision, max_batch,
+    ...) as defaults for every workload, ``layouts`` per workload name."""
+
+    accelerator: str
+    price_usd: float | None = Field(None, ge=0, description="override the catalog price per accelerator")
+    tp: int = Field(1, ge=1)
+    precision: str = "fp8"
+    layouts: dict[str, dict] = Field(default_factory=dict, description="per-workload pool fields")
+
+
+class Quarter(_Strict):
+    quarter: str
+    rate_scale: float | dict[str, float] = Field(1.0, description="one factor, or one per workload")
+
+
+class Search(_Strict):
+    max_replicas_per_type: int = Field(64, ge=1, le=10_000)
+    max_simulations: int = Field(400, ge=1)
+    mixes: bool = Field(True, description="consider heterogeneous mixes, not only single types")
+    seeds: int = Field(1, ge=1, le=100, description="a candidate must meet the SLOs with seeds seed .. seed+n-1")
+
+
+class PlanSpec(_Strict):
+    name: str = "plan"
+    description: str = ""
+    seed: int = Field(0, ge=0)
+    verify_seed: int | None = Field(None, ge=0, description="seed of the check run; default seed + 1")
+    duration_s: float = Field(gt=0)
+    warmup_s: float = Field(0.0, ge=0)
+    drain_s: float = Field(300.0, ge=0)
+    router: str = "least_outstanding"
+    economics: Economics = Economics()
+    demand: dict[str, dict] = Field(min_length=1, description="workloads as in a scenario")
+    growth: list[Quarter] | None = None
+    candidates: list[Candidate] = Field(min_length=1)
+    search: Search = Search()
+    headroom: bool = Field(True, description="find the chosen fleet's load headroom by re-simulation")
+
+
+# --- loading ------------------------------------------------------------------------
+
+def load_plan(path: str | Path) -> PlanSpec:
+    """Read and validate a plan file (every workload and candidate checked up front).
+
+    Raises:
+        UserError: naming the file, the field path and the bad value."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise UserError(f"{path}: cannot read plan file ({err})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a plan file must be a YAML mapping")
+    try:
+        spec = PlanSpec.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(format_validation_error(err, str(path))) from None
+    for cand in spec.candidates:
+        scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
+    for q in spec.growth or []:
+        if isinstance(q.rate_scale, dict) and set(q.rate_scale) - set(spec.demand):
+            raise UserError(f"{path}: growth {q.quarter}: rate_scale names unknown workloads "
+                            f"{sorted(set(q.rate_scale) - set(spec.demand))}; workloads: {sorted(spec.demand)}")
+    return spec
+
+
+def pool_fields(spec: PlanSpec, workload: str, accelerator: str) -> dict:
+    cand = next(c for c in spec.candidates if c.accelerator == accelerator)
+    fields = {"tp": cand.tp, "precision": cand.precision}
+    if cand.price_usd is not None:
+        fields["price_usd"] = cand.price_usd
+    fields.update(cand.layouts.get(workload, {}))
+    return fields
+
+
+def scenario_data(spec: PlanSpec, demand: dict, plan: dict[str, Counts], seed: int, source: str,
+                  fleet: str = "plan", extra_fleets: dict[str, dict[str, Counts]] | None = None) -> Scenario:
+    """A runnable scenario: ``demand`` workloads on fleet ``plan`` (workload -> counts)."""
+    fleets = {fleet: plan, **(extra_fleets or {})}
+    data = {
+        "name": spec.name, "description": spec.description, "seed": seed,
+        "duration_s": spec.duration_s, "warmup_s": spec.warmup_s, "drain_s": spec.drain_s,
+        "workloads": copy.deepcopy(demand),
+        "fleets": [{"name": name, "router": spec.router, "pools": _pools(spec, counts)} for name, counts in fleets.items()],
+        "economics": spec.economics.model_dump(mode="json"),
+    }
+    return parse_scenario(data, source)
+
+
+def _pools(spec: PlanSpec, plan: dict[str, Counts]) -> list[dict]:
+    return [
+        {"name": f"{w}-{acc}", "accelerator": acc, "serves": [w], "replicas": n, **pool_fields(spec, w, acc)}
+        for w, counts in plan.items() for acc, n in counts.items() if n > 0
+    ]
+
+
+# --- one workload -------------------------------------------------------------------
+
+class WorkloadSearch:
+    """Cheapest pools for one workload at one rate (steps 2-4 of the module docstring)."""
+
+    def __init__(self, spec: PlanSpec, name: str, workload: dict, budget: list[int]) -> None:
+        self.spec, self.name, self.workload = spec, name, {name: workload}
+        self.budget = budget  # shared [simulations left]
+        self.cache: dict[tuple, bool] = {}
+        self.costs: dict[tuple[str, int], float] = {}
+        self.capacity: dict[str, float] = {}
+        self.rate = _rate(workload)
+        self.types = [c.accelerator for c in spec.candidates if self._feasible(c.accelerator)]
+
+    def _scenario(self, counts: Counts) -> Scenario:
+        return scenario_data(self.spec, self.workload, {self.name: counts}, self.spec.seed, f"plan {self.name}")
+
+    def _feasible(self, acc: str) -> bool:
+        from sim.engine.core import build_pools
+
+        try:
+            sc = self._scenario({acc: 1})
+            pool = build_pools(sc, sc.fleets[0])[0]
+        except UserError:
+            return False
+        if pool.layout is None:
+            raise UserError(f"plan: workload '{self.name}' ({sc.workloads[self.name].kind}) has no hardware to plan")
+        self.capacity[acc] = replica_capacity_rps(sc.workloads[self.name], pool)
+        return True
+
+    def cost(self, acc: str, n: int) -> float:
+        """Full-load hourly cost of ``n`` replicas of type ``acc`` (0 for n = 0)."""
+        from sim.models.economics import pool_costs
+        from sim.engine.core import build_pools
+
+        if n == 0:
+            return 0.0
+        if (acc, n) not in self.costs:
+            sc = self._scenario({acc: n})
+            pool = build_pools(sc, sc.fleets[0])[0]
+            self.costs[acc, n] = pool_costs(pool, sc.economics, 1.0)["cost_usd_per_hour"]
+        return self.costs[acc, n]
+
+    def meets(self, counts: Counts) -> bool:
+        """Simulate ``counts``: every SLO met and the run stable (cached)."""
+        from sim.results.tables import run_scenario
+
+        key = tuple(sorted((a, n) for a, n in counts.items() if n > 0))
+        if key not in self.cache:
+            if self.budget[0] <= 0:
+                raise UserError(f"plan: search.max_simulations exhausted while planning '{self.name}'; raise it")
+            self.budget[0] -= 1
+            try:
+                scenario = self._scenario(dict(key))
+                self.cache[key] = all(
+                    meets_slos(run_scenario(scenario.model_copy(update={"seed": self.spec.seed + i})).summary)
+                    for i in range(self.spec.search.seeds)
+                )
+            except UserError:  # e.g. a rack power budget: not a feasible fleet
+                self.cache[key] = False
+        return self.cache[key]
+
+    def lower_bound(self, acc: str) -> int:
+        return max(1, math.ceil(self.rate / self.capacity[acc])) if math.isfinite(self.capacity[acc]) else 1
+
+    def single(self, acc: str) -> int | None:
+        """Fewest replicas of ``acc`` alone that meet the SLO (None above the cap)."""
+        cap = self.spec.search.max_replicas_per_type
+        start = min(self.lower_bound(acc), cap)
+        if self.meets({acc: start}):
+            lo, hi = 0, start
+        else:
+            lo, hi = start, start
+            while not self.meets({acc: hi}):
+                if hi >= cap:
+                    return None
+                lo, hi = hi, min(hi * 2, cap)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if mid > 0 and self.meets({acc: mid}) else (mid, hi)
+        return hi
+
+    def best_mix(self, singles: dict[str, int]) -> tuple[Counts, float] | None:
+        """Cheapest passing mix of two or more types cheaper than every single type."""
+        best_single = min(self.cost(a, n) for a, n in singles.items())
+        types = list(singles)
+        options = []
+        for combo in itertools.product(*(range(singles[a] + 1) for a in types)):
+            if sum(1 for n in combo if n) < 2:
+                continue
+            cost = sum(self.cost(a, n) for a, n in zip(types, combo))
+            capacity = sum(n * self.capacity[a] for a, n in zip(types, combo))
+            if cost < best_single - 1e-9 and capacity >= self.rate:
+                options.append((cost, combo))
+        failed: list[tuple] = []
+        for cost, combo in sorted(options):
+            if any(all(c <= f for c, f in zip(combo, fail)) for fail in failed):
+                continue
+            counts = dict(zip(types, combo))
+            if self.meets(counts):
+                return counts, cost
+            failed.append(combo)
+        return None
+
+
+def _rate(workload: dict) -> float:
+    arrival = workload["arrival"]
+    if arrival["kind"] in ("poisson", "gamma"):
+        return float(arrival["rate_per_s"])
+    sc_rate = arrival.get("rates_per_s")
+    if sc_rate and arrival.get("mean_dwell_s"):
+        return sum(r * d for r, d in zip(sc_rate, arrival["mean_dwell_s"])) / sum(arrival["mean_dwell_s"])
+    return 0.0
+
+
+# --- the whole plan -----------------------------------------------------------------
+
+@dataclass
+class WorkloadPlan:
+    name: str
+    rate_per_s: float
+    mix: Counts
+    mix_cost_usd_per_hour: float
+    singles: dict[str, int | None]
+    single_costs: dict[str, float]
+    lower_bounds: dict[str, int]
+
+
+@dataclass
+class QuarterPlan:
+    quarter: str
+    workloads: list[WorkloadPlan]
+    cost_usd_per_hour: float  # full-load
+    single_type: dict[str, float]  # accelerator -> full-load cost of an all-<type> fleet
+    scenario: Scenario | None = None
+    planner: pd.DataFrame = field(default_factory=pd.DataFrame)
+    verified: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def plan(self) -> dict[str, Counts]:
+        return {w.name: w.mix for w in self.workloads}
+
+    @property
+    def cheapest_single(self) -> tuple[str, float] | None:
+        return min(self.single_type.items(), key=lambda kv: kv[1]) if self.single_type else None
+
+
+@dataclass
+class PlanResult:
+    spec: PlanSpec
+    quarters: list[QuarterPlan]
+    simulations: int
+
+    @property
+    def planner(self) -> pd.DataFrame:
+        return pd.concat([q.planner for q in self.quarters], ignore_index=True)
+
+
+def scaled_demand(spec: PlanSpec, quarter: Quarter | None) -> dict[str, dict]:
+    demand = copy.deepcopy(spec.demand)
+    if quarter is None:
+        return demand
+    for name, wl in demand.items():
+        scale = quarter.rate_scale.get(name, 1.0) if isinstance(quarter.rate_scale, dict) else quarter.rate_scale
+        wl["arrival"] = scale_arrival(wl["arrival"], scale)
+    return demand
+
+
+def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) -> WorkloadPlan:
+    """Cheapest pools for one workload (raises UserError when no type can meet it)."""
+    search = WorkloadSearch(spec, name, workload, budget)
+    if not search.types:
+        raise UserError(f"plan: no candidate accelerator can hold workload '{name}' (placement fails on all)")
+    singles = {a: search.single(a) for a in search.types}
+    feasible = {a: n for a, n in singles.items() if n is not None}
+    if not feasible:
+        raise UserError(f"plan: workload '{name}' misses its SLO even with "
+                        f"{spec.search.max_replicas_per_type} replicas of every candidate")
+    costs = {a: search.cost(a, n) for a, n in feasible.items()}
+    best = min(costs, key=costs.get)
+    mix, cost = {best: feasible[best]}, costs[best]
+    if spec.search.mixes and len(feasible) > 1:
+        found = search.best_mix(feasible)
+        if found is not None:
+            mix, cost = found
+    return WorkloadPlan(name, search.rate, {a: n for a, n in mix.items() if n}, cost, singles, costs,
+                        {a: search.lower_bound(a) for a in search.types})
+
+
+def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanResult:
+    """Plan every quarter (or the demand as given), then verify each plan by simulation."""
+    budget = [spec.search.max_simulations]
+    quarters = []
+    for quarter in spec.growth or [None]:
+        label = quarter.quarter if quarter else "now"
+        demand = scaled_demand(spec, quarter)
+        plans = [plan_workload(spec, name, wl, budget) for name, wl in demand.items()]
+        q = _quarter(spec, label, demand, plans)
+        if log:
+            log(f"{label}: planned {len(plans)} workload(s); verifying with seed {_verify_seed(spec)}")
+        quarters.append(q)
+    return PlanResult(spec, quarters, spec.search.max_simulations - budget[0])
+
+
+def _verify_seed(spec: PlanSpec) -> int:
+    return spec.verify_seed if spec.verify_seed is not None else spec.seed + 1
+
+
+def _quarter(spec: PlanSpec, label: str, demand: dict, plans: list[WorkloadPlan]) -> QuarterPlan:
+    from sim.results.tables import run_scenario
+
+    single_type = {}
+    extra = {}
+    for cand in spec.candidates:
+        acc = cand.accelerator
+        if all(p.singles.get(acc) for p in plans):
+            single_type[acc] = sum(p.single_costs[acc] for p in plans)
+            extra[f"all-{acc}"] = {p.name: {acc: p.singles[acc]} for p in plans}
+    q = QuarterPlan(label, plans, sum(p.mix_cost_usd_per_hour for p in plans), single_type)
+    q.scenario = scenario_data(spec, demand, q.plan, _verify_seed(spec), f"plan {label}", extra_fleets=extra)
+    results = run_scenario(q.scenario)
+    q.verified = results.summary
+    rows = fleet_workload_rows(results)
+    rows.insert(0, "quarter", label)
+    marks = {}
+    if spec.headroom:
+        marks = {(label, "plan"): headroom_multiplier(q.scenario, "plan")}
+    q.planner = planner_table(rows, ["quarter", "fleet"], marks)
+    full_load = {"plan": q.cost_usd_per_hour, **{f"all-{a}": c for a, c in single_type.items()}}
+    q.planner.insert(2, "full_load_cost_usd_per_hour", q.planner["fleet"].map(full_load))
+    q.planner.insert(3, "meets_slos", [meets_slos(results.summary[results.summary["fleet"] == f]) for f in q.planner["fleet"]])
+    return q
+
+
+def write_plan(result: PlanResult, out_dir: str | Path) -> Path:
+    """``plan.csv`` and one runnable ``scenario-<quarter>.yaml`` per quarter, atomically."""
+    from sim.results.export import write_csv, write_file_atomic
+    from sim.scenario import scenario_to_yaml
+
+    out_dir = Path(out_dir)
+    write_file_atomic(out_dir / "plan.csv", lambda p: write_csv(result.planner, p))
+    for q in result.quarters:
+        text = scenario_to_yaml(q.scenario)
+        write_file_atomic(out_dir / f"scenario-{q.quarter}.yaml", lambda p, t=text: p.write_text(t, encoding="utf-8"))
+    return out_dir

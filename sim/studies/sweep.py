@@ -1,0 +1,303 @@
+"""Run a sweep's points on a local process pool, a Dask cluster, or in this process.
+
+Each point is a pure function of its task (:func:`run_point`): the base scenario with
+the point's overrides, one fleet, one seed; it returns the point's summary rows (one per
+workload) or its error. Only the parent process writes files, so Dask workers need no
+shared filesystem. Layout of ``--out DIR``::
+
+    points/<point-id>.parquet   one finished point (written atomically as it finishes)
+    sweep.yaml                  the sweep file as given
+    base-scenario.yaml          the resolved base scenario (defaults and 'set' filled in)
+    runs.parquet, runs.csv      one row per point × workload (i.e. per seed)
+    sweep.parquet, sweep.csv    one row per (swept values, fleet, workload): mean and 95%
+                                confidence interval across seeds (Student t)
+    failures.csv                point id, fleet, seed, overrides, error (may be empty)
+
+A rerun skips points whose file exists; failed points are tried again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+from scipy import stats
+from tqdm import tqdm
+
+from sim.errors import UserError
+from sim.results.export import write_csv, write_file_atomic, write_parquet
+from sim.scenario import scenario_to_yaml
+from sim.studies.sweep_spec import Point, SweepSpec, apply_overrides
+
+POINTS_DIR = "points"
+CI_LEVEL = 0.95
+AGG_METRICS = (
+    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "tpot_p50_s", "tpot_p95_s", "tpot_p99_s",
+    "e2e_p50_s", "e2e_p95_s", "e2e_p99_s", "throughput_rps", "goodput_rps", "slo_attainment",
+    "cost_per_request_usd", "marginal_cost_per_request_usd", "cost_per_1m_output_tokens_usd",
+    "capex_usd", "opex_usd_per_month", "cost_usd_per_hour", "headroom_load_multiplier",
+)
+FLEET_CONSTANTS = ("kind", "accelerators", "accelerator_count", "nodes", "racks", "it_power_max_kw", "slo_target")
+
+
+@dataclass(frozen=True)
+class PointTask:
+    point: Point
+    base_data: dict
+    source: str
+    headroom: bool = False
+
+
+@dataclass
+class PointOutcome:
+    point_id: str
+    rows: pd.DataFrame | None
+    error: str = ""
+
+
+def _cell(value: Any) -> Any:
+    """A swept value as a table cell: scalars as they are, lists/maps as JSON text."""
+    return value if isinstance(value, (int, float, str, bool)) or value is None else json.dumps(value, sort_keys=True)
+
+
+def run_point(task: PointTask) -> PointOutcome:
+    """Simulate one point (pure: no file I/O). Any error becomes the outcome's message."""
+    from sim.results.planner_csv import fleet_workload_rows
+    from sim.studies.headroom import headroom_multiplier
+    from sim.results.tables import run_scenario
+
+    point = task.point
+    try:
+        overrides = list(point.overrides) + [("seed", point.seed)]
+        scenario = apply_overrides(task.base_data, overrides, task.source)
+        data = scenario.model_dump(mode="json")
+        data["fleets"] = [f for f in data["fleets"] if f["name"] == point.fleet]
+        scenario = apply_overrides(data, [], f"{task.source} fleet {point.fleet}")
+        rows = fleet_workload_rows(run_scenario(scenario))
+        if task.headroom:
+            rows["headroom_load_multiplier"] = headroom_multiplier(scenario, point.fleet)
+    except Exception as err:  # noqa: BLE001 - a failing point is recorded, not fatal
+        return PointOutcome(point.point_id, None, f"{type(err).__name__}: {err}")
+    head = {"point_id": point.point_id, **{p: _cell(v) for p, v in point.overrides}, "seed": point.seed,
+            "overrides_json": point.overrides_json()}
+    for i, (name, value) in enumerate(head.items()):
+        rows.insert(i, name, [value] * len(rows))
+    return PointOutcome(point.point_id, rows)
+
+
+# --- executors ----------------------------------------------------------------------
+
+class SerialExecutor:
+    """Runs each task in this process when submitted (``--workers 1``)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, fn: Callable, arg: Any) -> cf.Future:
+        future: cf.Future = cf.Future()
+        future.set_result(fn(arg))
+        return future
+
+    def as_completed(self, futures) -> Iterator:
+        return iter(futures)
+
+
+class ProcessExecutor(SerialExecutor):
+    """``concurrent.futures.ProcessPoolExecutor`` (spawned workers, no inherited state)."""
+
+    def __init__(self, workers: int) -> None:
+        self.pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def __exit__(self, *exc) -> None:
+        self.pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+
+    def submit(self, fn, arg):
+        return self.pool.submit(fn, arg)
+
+    def as_completed(self, futures):
+        return cf.as_completed(futures)
+
+
+class DaskExecutor(SerialExecutor):
+    """A Dask ``distributed.Client``: ``local`` starts a ``LocalCluster`` of ``workers``
+    single-threaded processes; otherwise ``address`` is an existing scheduler."""
+
+    def __init__(self, address: str, workers: int) -> None:
+        from distributed import Client, LocalCluster
+
+        self.cluster = None
+        if address == "local":
+            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=40)
+            self.client = Client(self.cluster)
+        else:
+            try:
+                self.client = Client(address, timeout="20s")
+            except (OSError, TimeoutError) as err:
+                raise UserError(f"--dask {address}: cannot connect to a Dask scheduler ({err})") from None
+
+    def __exit__(self, *exc) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def submit(self, fn, arg):
+        return self.client.submit(fn, arg, pure=False, key=f"dcsim-point-{arg.point.point_id}")
+
+    def as_completed(self, futures):
+        from distributed import as_completed
+
+        return as_completed(futures)
+
+
+def make_executor(dask: str | None, workers: int | None):
+    if dask:
+        return DaskExecutor(dask, workers or 2)
+    workers = workers or os.cpu_count() or 1
+    return SerialExecutor() if workers == 1 else ProcessExecutor(workers)
+
+
+# --- running ------------------------------------------------------------------------
+
+@dataclass
+class SweepReport:
+    out_dir: Path
+    total: int
+    skipped: int
+    ran: int
+    failures: pd.DataFrame
+    wall_s: float
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def point_path(out_dir: Path, point_id: str) -> Path:
+    return out_dir / POINTS_DIR / f"{point_id}.parquet"
+
+
+def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = None, dask: str | None = None,
+              headroom: bool = False) -> SweepReport:
+    """Run the points of ``spec`` not yet in ``out_dir`` and write the tables."""
+    out_dir = Path(out_dir).absolute()
+    _prepare_dir(out_dir, spec)
+    todo = [p for p in spec.points if not point_path(out_dir, p.point_id).exists()]
+    if headroom:  # points finished without headroom are redone
+        todo += [p for p in spec.points if p not in todo and _lacks_headroom(out_dir, p)]
+    started = time.perf_counter()
+    errors = _run_points(spec, todo, out_dir, workers, dask, headroom)
+    wall = time.perf_counter() - started
+    runs = collect_runs(spec, out_dir)
+    failures = _failures(spec, errors, runs)
+    table = aggregate(runs, spec.swept_fields)
+    _write_tables(out_dir, runs, table, failures)
+    return SweepReport(out_dir, len(spec.points), len(spec.points) - len(todo), len(todo), failures, wall, table)
+
+
+def _prepare_dir(out_dir: Path, spec: SweepSpec) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir}: exists and is not a directory")
+    try:
+        (out_dir / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {out_dir}: cannot create it ({err.strerror})") from None
+    write_file_atomic(out_dir / "sweep.yaml", lambda p: p.write_text(spec.text, encoding="utf-8"))
+    write_file_atomic(out_dir / "base-scenario.yaml", lambda p: p.write_text(scenario_to_yaml(spec.base), encoding="utf-8"))
+
+
+def _lacks_headroom(out_dir: Path, point: Point) -> bool:
+    path = point_path(out_dir, point.point_id)
+    return path.exists() and "headroom_load_multiplier" not in pd.read_parquet(path).columns
+
+
+def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, workers, dask, headroom) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if not todo:
+        return errors
+    bar = tqdm(total=len(todo), desc="sweep", unit="pt", file=sys.stderr, disable=not sys.stderr.isatty(),
+               dynamic_ncols=True, bar_format="{desc}: {n}/{total} done{postfix} [{elapsed}<{remaining}]")
+    with bar, make_executor(dask, workers) as executor:
+        futures = [executor.submit(run_point, PointTask(p, spec.base_data, spec.source, headroom)) for p in todo]
+        for future in executor.as_completed(futures):
+            outcome: PointOutcome = future.result()
+            if outcome.rows is None:
+                errors[outcome.point_id] = outcome.error
+            else:
+                write_file_atomic(point_path(out_dir, outcome.point_id), lambda p, r=outcome.rows: write_parquet(r, p))
+            bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
+            bar.update(1)
+    return errors
+
+
+def collect_runs(spec: SweepSpec, out_dir: Path) -> pd.DataFrame:
+    """Every finished point's rows, in the sweep's point order."""
+    frames = [pd.read_parquet(point_path(out_dir, p.point_id)) for p in spec.points
+              if point_path(out_dir, p.point_id).exists()]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _failures(spec: SweepSpec, errors: dict[str, str], runs: pd.DataFrame) -> pd.DataFrame:
+    """Failed points (error) and unstable ones (queue still growing after the drain)."""
+    rows = []
+    unstable = runs[runs["unstable"].astype(bool)] if len(runs) else runs
+    for p in spec.points:
+        error = errors.get(p.point_id, "")
+        if not error and len(unstable):
+            bad = unstable[unstable["point_id"] == p.point_id]
+            if len(bad):
+                error = "unstable: requests still in flight after the drain for workload(s) " + ", ".join(
+                    f"{w} ({n})" for w, n in zip(bad["workload"], bad["in_flight"]))
+        if error:
+            rows.append({"point_id": p.point_id, "fleet": p.fleet, "seed": p.seed,
+                         "overrides": p.overrides_json(), "error": error})
+    return pd.DataFrame(rows, columns=["point_id", "fleet", "seed", "overrides", "error"])
+
+
+def _ci(values: pd.Series) -> tuple[float, float, float]:
+    """Mean and Student-t 95% confidence interval of the non-NaN ``values``."""
+    v = values.dropna().astype(float)
+    n = len(v)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(v.mean())
+    if n == 1:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
+    return mean, mean - half, mean + half
+
+
+def aggregate(runs: pd.DataFrame, fields: list[str]) -> pd.DataFrame:
+    """One row per (swept values, fleet, workload): ``seeds``, ``unstable_seeds``, and
+    ``<metric>_mean``, ``<metric>_ci95_lo``, ``<metric>_ci95_hi`` for latency
+    percentiles, attainment, throughput and costs (CI NaN with one seed)."""
+    if runs.empty:
+        return pd.DataFrame(columns=[*fields, "fleet", "workload", "seeds"])
+    keys = [*fields, "fleet", "workload"]
+    out = []
+    for key, g in runs.groupby(keys, sort=False, dropna=False):
+        row = dict(zip(keys, key))
+        row.update({c: g[c].iloc[0] for c in FLEET_CONSTANTS if c in g})
+        row["seeds"] = len(g)
+        row["unstable_seeds"] = int(g["unstable"].astype(bool).sum())
+        for metric in AGG_METRICS:
+            if metric in g:
+                row[f"{metric}_mean"], row[f"{metric}_ci95_lo"], row[f"{metric}_ci95_hi"] = _ci(g[metric])
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _write_tables(out_dir: Path, runs: pd.DataFrame, table: pd.DataFrame, failures: pd.DataFrame) -> None:
+    for name, df in (("runs", runs), ("sweep", table)):
+        write_file_atomic(out_dir / f"{name}.parquet", lambda p, d=df: write_parquet(d, p))
+        write_file_atomic(out_dir / f"{name}.csv", lambda p, d=df: write_csv(d, p))
+    write_file_atomic(out_dir / "failures.csv", lambda p: write_csv(failures, p))

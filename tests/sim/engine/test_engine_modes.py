@@ -1,0 +1,124 @@
+"""Fast-forward vs exact per-iteration mode, determinism, branching multiplier, memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scenario_cases import make_scenario
+
+from sim.engine.core import simulate
+from sim.scenario import parse_scenario
+
+MIXED_WORKLOADS = {
+    "chat": {
+        "kind": "autoregressive",
+        "model": "llama-3-8b",
+        "arrival": {"kind": "gamma", "rate_per_s": 8.0, "cv": 2.0},
+        "prompt_tokens": {"kind": "lognormal", "median": 900, "sigma": 0.9, "max": 6000},
+        "output_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.9, "max": 1500},
+    },
+    "dlm": {
+        "kind": "diffusion_lm",
+        "model": "llada-8b",
+        "arrival": {"kind": "poisson", "rate_per_s": 3.0},
+        "prompt_tokens": {"kind": "lognormal", "median": 400, "sigma": 0.5, "max": 2000},
+        "output_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.6, "max": 1200},
+        "steps": {"kind": "choice", "values": [4, 8, 16, 32]},
+    },
+    "image": {"kind": "image_diffusion", "model": "sdxl", "arrival": {"kind": "poisson", "rate_per_s": 3.0}},
+    "search": {
+        "kind": "branching_search",
+        "model": "flux-1-dev",
+        "arrival": {"kind": "poisson", "rate_per_s": 0.3},
+        "candidates_k": 4,
+        "shared_steps": 20,
+        "total_steps": 28,
+    },
+}
+
+# the chat pool is deliberately short of KV cache (a small memory share) to force preemptions
+MIXED_POOLS = [
+    {"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 2, "memory_utilization": 0.107, "min_kv_tokens": 1000},
+    {"name": "dlm", "accelerator": "h100-sxm", "serves": ["dlm"], "replicas": 1},
+    {"name": "image", "accelerator": "h100-sxm", "serves": ["image"], "replicas": 1, "max_batch": 8},
+    {"name": "search", "accelerator": "mi300x", "serves": ["search"], "replicas": 1, "max_batch": 8},
+]
+
+
+def mixed(mode: str, seed: int = 11, router: str = "least_outstanding"):
+    sc = make_scenario(MIXED_WORKLOADS, MIXED_POOLS, duration_s=120.0, seed=seed, engine={"mode": mode})
+    data = sc.model_dump(mode="json")
+    data["fleets"][0]["router"] = router
+    return parse_scenario(data)
+
+
+TIME_COLUMNS = ["admitted_at_s", "first_token_at_s", "done_at_s", "busy_share_s"]
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "round_robin", "join_shortest_queue", "central_queue"])
+def test_fast_and_exact_modes_agree(router):
+    fast = simulate(mixed("fast", router=router)).requests
+    exact = simulate(mixed("exact", router=router)).requests
+    pd.testing.assert_series_equal(fast["status"], exact["status"])
+    pd.testing.assert_series_equal(fast["replica"], exact["replica"])
+    pd.testing.assert_series_equal(fast["preemptions"], exact["preemptions"])
+    for col in TIME_COLUMNS:
+        a, b = fast[col].to_numpy(), exact[col].to_numpy()
+        assert np.array_equal(np.isnan(a), np.isnan(b)), col
+        ok = ~np.isnan(a)
+        np.testing.assert_allclose(a[ok], b[ok], rtol=1e-9, atol=0, err_msg=col)
+
+
+def test_fast_mode_exercises_preemption_and_uses_fewer_events():
+    fast = simulate(mixed("fast"))
+    exact = simulate(mixed("exact"))
+    assert fast.requests["preemptions"].sum() > 0
+    assert fast.events * 5 < exact.events
+
+
+def test_same_seed_identical_different_seed_not():
+    a = simulate(mixed("fast", seed=5)).requests
+    b = simulate(mixed("fast", seed=5)).requests
+    c = simulate(mixed("fast", seed=6)).requests
+    pd.testing.assert_frame_equal(a, b)
+    assert len(a) != len(c) or not a["arrival_at_s"].equals(c["arrival_at_s"])
+
+
+@pytest.mark.parametrize("k,s,n", [(4, 40, 50), (1, 0, 20), (8, 0, 30), (3, 30, 30), (5, 10, 25)])
+def test_branching_multiplier_formula(k, s, n):
+    sc = make_scenario(
+        {
+            "search": {
+                "kind": "branching_search",
+                "model": "flux-1-dev",
+                "arrival": {"kind": "poisson", "rate_per_s": 0.5},
+                "candidates_k": k,
+                "shared_steps": s,
+                "total_steps": n,
+            }
+        },
+        [{"name": "search", "accelerator": "b200", "serves": ["search"], "replicas": 2, "max_batch": 16}],
+        duration_s=40.0,
+    )
+    req = simulate(sc).requests
+    done = req[req["status"] == "completed"]
+    assert len(done) > 5
+    multiplier = k - (k - 1) * s / n
+    np.testing.assert_allclose(done["sample_steps"] / n, multiplier, rtol=1e-12)
+    from fleets.catalog_io import load_catalog
+
+    per_step = load_catalog().model("flux-1-dev").flops_per_step  # guidance-distilled: no CFG
+    np.testing.assert_allclose(done["denoiser_flops"], multiplier * n * per_step, rtol=1e-12)
+
+
+def test_default_search_multiplier_is_1_6():
+    assert 4 - (4 - 1) * 40 / 50 == pytest.approx(1.6)
+
+
+def test_hbm_never_exceeds_capacity():
+    run = simulate(mixed("fast"))
+    pools = run.pool_objects
+    for pool, (_, raw) in zip(pools, run.pools.iterrows()):
+        capacity = pool.layout.replica_memory_bytes
+        assert raw["hbm_peak_bytes"] <= capacity * (1 + 1e-12), pool.name

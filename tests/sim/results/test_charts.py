@@ -1,0 +1,221 @@
+"""Every chart function on a small real run: the right traces, axis titles with units,
+one colour per fleet across charts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleets.catalog_io import load_catalog
+from sim.results import charts
+from sim.results.tables import run_scenario
+from sim.scenario import parse_scenario
+
+SMALL = {
+    "name": "small", "seed": 3, "duration_s": 30.0, "warmup_s": 5.0, "drain_s": 60.0,
+    "workloads": {
+        "chat": {"kind": "autoregressive", "model": "llama-3-70b", "arrival": {"kind": "poisson", "rate_per_s": 2},
+                 "slo": {"ttft_s": 2.0, "tpot_s": 0.1}},
+        "image": {"kind": "image_diffusion", "model": "sdxl", "arrival": {"kind": "poisson", "rate_per_s": 1},
+                  "steps": 20, "cfg": True, "slo": {"e2e_s": 10.0}},
+    },
+    "fleets": [
+        {"name": "h100", "pools": [
+            {"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 1, "tp": 4},
+            {"name": "image", "accelerator": "h100-sxm", "serves": ["image"], "replicas": 1, "max_batch": 8}]},
+        {"name": "b200", "pools": [
+            {"name": "chat", "accelerator": "b200", "serves": ["chat"], "replicas": 1, "tp": 2},
+            {"name": "image", "accelerator": "b200", "serves": ["image"], "replicas": 1, "max_batch": 8}]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_scenario(parse_scenario(SMALL, "small"))
+
+
+@pytest.fixture(scope="module")
+def colors(results):
+    return charts.fleet_colors(results.fleets["fleet"])
+
+
+def axis_titles(fig) -> list[str]:
+    layout = fig.layout.to_plotly_json()
+    return [v["title"]["text"] for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) and v.get("title")]
+
+
+def has_unit(title: str) -> bool:
+    return "(" in title and title.rstrip().endswith(")")
+
+
+CATEGORY_AXES = {"fleet", "fleet / pool", "metric"}  # categorical axes carry no unit
+
+
+def assert_units(fig) -> None:
+    titles = [t for t in axis_titles(fig) if t not in CATEGORY_AXES]
+    assert titles and all(has_unit(t) for t in titles), titles
+
+
+def test_fleet_colours_are_stable_and_distinct():
+    c = charts.fleet_colors(["a", "b", "a", "c"])
+    assert list(c) == ["a", "b", "c"] and len(set(c.values())) == 3
+    assert charts.fleet_colors(["a", "b"]) == {k: c[k] for k in ("a", "b")}
+
+
+def test_latency_cdf_one_line_per_fleet_and_metric(results, colors):
+    fig = charts.latency_cdf(results.requests, "chat", colors)
+    assert len(fig.data) == 3 * 2  # TTFT, TPOT, E2E × two fleets
+    assert {t.name for t in fig.data} == {"h100", "b200"}
+    assert all(t.line.color == colors[t.name] for t in fig.data)
+    assert_units(fig)
+    assert any(t.startswith("TTFT (") for t in axis_titles(fig))
+    for trace in fig.data:  # a CDF: x ascending, y ending at 1
+        assert np.all(np.diff(trace.x) >= 0) and trace.y[-1] == pytest.approx(1.0)
+
+
+def test_latency_cdf_leaves_out_metrics_a_workload_lacks(results):
+    fig = charts.latency_cdf(results.requests, "image")
+    assert [a.text for a in fig.layout.annotations] == ["E2E"]
+    assert len(fig.data) == 2
+
+
+def test_cdf_points_keeps_the_tail():
+    values = np.arange(10_000, dtype=float)
+    x, y = charts.cdf_points(values, points=100)
+    assert len(x) < 300 and x[-1] == 9999 and y[-1] == 1.0
+    assert set(values[9900:]) <= set(x)  # the last 1% in full
+
+
+def test_busy_over_time_is_a_fraction(results):
+    ts = charts.busy_over_time(results.timeseries, results.pools)
+    assert ts["busy_fraction"].dropna().between(0, 1).all()
+    assert ts["busy_fraction"].max() > 0
+
+
+def test_utilisation_over_time_has_busy_and_queue_per_pool(results):
+    fig = charts.utilisation_over_time(results.timeseries, results.pools, "h100")
+    assert len(fig.data) == 2 * 2  # busy + queue for two pools
+    assert_units(fig)
+    assert "simulated time (s)" in axis_titles(fig)
+
+
+def test_pool_utilisation_bars(results):
+    fig = charts.pool_utilisation(results.pools)
+    assert [t.name for t in fig.data] == list(charts.UTILISATION_COLUMNS.values())
+    assert len(fig.data[0].y) == len(results.pools)
+    assert_units(fig)
+
+
+def test_cost_breakdown_stacks_to_the_hourly_cost(results, colors):
+    fig = charts.cost_breakdown(results.pools, colors)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == ["capex amortisation", "power", "other opex"]
+    total = sum(np.asarray(t.y) for t in bars)
+    expected = results.pools.groupby("fleet", sort=False)["cost_usd_per_hour"].sum().to_numpy()
+    assert total == pytest.approx(expected, rel=1e-9)
+    assert "cost ($/hour)" in axis_titles(fig)
+
+
+def test_cost_per_request_panel_per_workload(results, colors):
+    fig = charts.cost_per_request(results.summary, colors)
+    assert len(fig.data) == 2 * 2
+    assert all(t.marker.color == colors[t.name] for t in fig.data)
+    assert all(t.text[0].startswith("$") for t in fig.data)
+    assert_units(fig)
+
+
+def test_roofline_roofs_and_operating_points(results, colors):
+    acc = load_catalog().accelerators
+    kinds = charts.pool_kinds(results.scenario)
+    assert kinds[("h100", "chat")] == "autoregressive"
+    fig = charts.roofline(results.pools, acc, kinds, colors)
+    roofs = [t for t in fig.data if t.name and t.name.endswith("roof")]
+    assert {t.name for t in roofs} == {"h100-sxm fp8 roof", "b200 fp8 roof"}
+    h100 = acc["h100-sxm"]
+    roof = next(t for t in roofs if t.name.startswith("h100"))
+    assert max(roof.y) == pytest.approx(h100.peak_flops("fp8"))
+    points = [t for t in fig.data if t.mode == "markers+text"]
+    assert len(points) == len(results.pools)
+    assert {p.text[0] for p in points} == {"AR", "image"}
+    ar = [p for p in points if p.text[0] == "AR"]
+    image = [p for p in points if p.text[0] == "image"]
+    # the picture: AR sits left of diffusion (lower arithmetic intensity)
+    assert max(p.x[0] for p in ar) < min(p.x[0] for p in image)
+    for p in points:  # every operating point lies under its roof
+        fleet = p.name
+        accel = acc[results.pools[results.pools.fleet == fleet].accelerator.iloc[0]]
+        assert p.y[0] <= min(accel.peak_flops("fp8"), p.x[0] * accel.memory_bw_bytes_per_s) * 1.001
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert_units(fig)
+
+
+def test_compare_fleets_marks_the_better_one(results, colors):
+    table = charts.compare_fleets(results.summary, results.fleets, "h100", "b200")
+    capex = table.set_index("metric").loc["capex"]
+    a, b = results.fleets.set_index("fleet")["capex_usd"][["h100", "b200"]]
+    assert capex["better"] == ("h100" if a < b else "b200")
+    assert capex["h100"].startswith("$")
+    fig = charts.comparison_chart(table, "h100", "b200", colors)
+    assert len(fig.data) == 1 and len(fig.data[0].y) == table["change"].notna().sum()
+    assert_units(fig)
+
+
+def test_kpi_cards_are_formatted(results):
+    kpi = charts.kpi_fleet(results.fleets.iloc[0], results.summary)
+    assert kpi["capex"].startswith("$") and kpi["IT power (max)"].endswith("kW")
+    assert kpi["worst SLO attainment"].endswith("%")
+    table = charts.kpi_workloads(results.summary, "h100")
+    assert list(table["workload"]) == ["chat", "image"]
+    assert table["p99 E2E"].str.contains(r"\d (?:ms|s|min)$").all()
+
+
+# --- sweeps: a synthetic tidy table with the sweep's shape -----------------------------
+
+@pytest.fixture
+def sweep():
+    rows = []
+    for rate in (2, 4, 8):
+        for price in (0.06, 0.12):
+            for fleet, speed, cost in (("fast", 1.0, 2.0), ("cheap", 3.0, 1.0)):
+                for workload in ("chat", "image"):
+                    rows.append({
+                        "workloads.chat.arrival.rate_per_s": rate, "economics.electricity_usd_per_kwh": price,
+                        "fleet": fleet, "workload": workload, "seeds": 2,
+                        "e2e_p99_s_mean": speed * rate, "e2e_p99_s_ci95_lo": speed * rate * 0.9,
+                        "cost_per_request_usd_mean": cost * price / rate,
+                        "slo_attainment_mean": 1 - 0.01 * rate,
+                    })
+    return pd.DataFrame(rows)
+
+
+def test_swept_columns_and_metric_column(sweep):
+    assert charts.swept_columns(sweep) == ["workloads.chat.arrival.rate_per_s", "economics.electricity_usd_per_kwh"]
+    assert charts.metric_column(sweep, "e2e_p99_s") == "e2e_p99_s_mean"
+    with pytest.raises(KeyError):
+        charts.metric_column(sweep, "nope")
+
+
+def test_pareto_mask_by_hand():
+    mask = charts.pareto_mask(np.array([1, 2, 3, 2]), np.array([3, 2, 1, 3]))
+    assert mask.tolist() == [True, True, True, False]
+
+
+def test_pareto_front_figure(sweep):
+    fig = charts.pareto_front(sweep, "chat")
+    names = [t.name for t in fig.data]
+    assert names == ["fast", "cheap", "Pareto front"]
+    front = fig.data[-1]
+    assert len(front.x) >= 2 and np.all(np.diff(front.x) >= 0)
+    assert_units(fig)
+    assert fig.layout.xaxis.title.text == "p99 E2E latency (s)"
+
+
+def test_sweep_heatmap_grid(sweep):
+    fig = charts.sweep_heatmap(sweep, "workloads.chat.arrival.rate_per_s", "economics.electricity_usd_per_kwh",
+                               fleet="cheap", workload="chat")
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (2, 3)
+    assert z[1][0] == pytest.approx(1.0 * 0.12 / 2)
+    assert fig.data[0].text[1][0].startswith("$")

@@ -1,0 +1,137 @@
+"""The dashboard's widgets and logic through Streamlit's AppTest (no browser): a slider
+changes the scenario handed to the simulator; bad input shows an error beside its widget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from sim import dashboard as ds
+from sim.scenario import load_scenario
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+PREFIX = "default::"
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Replace the simulator with a recorder of the scenario it is given (fast)."""
+    import sim.results.tables
+
+    seen = []
+    real = sim.results.tables.run_scenario
+
+    def fake(scenario, progress=None):
+        seen.append(scenario)
+        tiny = scenario.model_copy(update={"duration_s": 5.0, "warmup_s": 0.0})
+        return real(tiny)
+
+    monkeypatch.setattr(sim.results.tables, "run_scenario", fake)
+    import streamlit as st
+
+    st.cache_data.clear()
+    return seen
+
+
+def start() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_first_page_offers_the_default_scenario_and_no_error():
+    at = start()
+    assert at.selectbox(key="scenario").value == "default"
+    assert not at.error
+    assert not at.button(key="run").disabled
+
+
+def test_moving_the_rate_slider_changes_the_simulated_scenario(captured):
+    at = start()
+    at.slider(key=PREFIX + "traffic.total_rate_per_s").set_value(36.2).run()
+    at.button(key="run").click().run()
+    assert not at.exception, at.exception
+    assert len(captured) == 1
+    rates = {n: w.arrival.mean_rate_per_s for n, w in captured[0].workloads.items()}
+    assert sum(rates.values()) == pytest.approx(36.2)
+    assert rates["chat"] == pytest.approx(24.0, rel=1e-3)  # 12 of 18.1 req/s, doubled
+    assert at.metric, "KPI cards shown after Run"
+
+
+def test_untouched_sidebar_runs_the_file_as_written_with_the_dashboard_duration(captured):
+    at = start()
+    at.button(key="run").click().run()
+    expected = ds.for_dashboard(load_scenario("scenarios/default.yaml").model_dump(mode="json"))
+    assert captured[0].model_dump(mode="json") == expected
+    assert captured[0].duration_s == ds.DASHBOARD_MAX_DURATION_S
+
+
+def test_same_scenario_twice_is_served_from_the_cache(captured):
+    at = start()
+    at.button(key="run").click().run()
+    at.number_input(key=PREFIX + "run.seed").set_value(43).run()
+    at.button(key="run").click().run()
+    at.number_input(key=PREFIX + "run.seed").set_value(42).run()
+    at.button(key="run").click().run()
+    assert [s.seed for s in captured] == [42, 43]
+
+
+def test_hardware_and_price_edits_reach_the_scenario(captured):
+    at = start()
+    at.number_input(key=PREFIX + "fleets.1.pools.0.replicas").set_value(3).run()
+    at.number_input(key=PREFIX + "economics.pue").set_value(1.2).run()
+    at.multiselect(key=PREFIX + "fleets.selected").set_value(["all-b200"]).run()
+    at.button(key="run").click().run()
+    scenario = captured[-1]
+    assert [f.name for f in scenario.fleets] == ["all-b200"]
+    assert scenario.fleets[0].pools[0].replicas == 3
+    assert scenario.economics.pue == 1.2
+
+
+def test_shared_steps_above_total_shows_an_error_and_blocks_run():
+    at = start()
+    at.number_input(key=PREFIX + "workloads.search.shared_steps").set_value(40).run()
+    assert not at.exception
+    messages = [e.value for e in at.error]
+    assert any("shared_steps (=40) must be <= total_steps (=28)" in m for m in messages), messages
+    assert at.button(key="run").disabled
+
+
+def test_bad_steps_text_and_impossible_tp_show_errors():
+    at = start()
+    at.text_input(key=PREFIX + "workloads.dlm.steps").input("four").run()
+    at.selectbox(key=PREFIX + "fleets.0.pools.0.tp").set_value(16).run()
+    messages = " ".join(e.value for e in at.error)
+    assert "steps: write whole numbers" in messages
+    assert "TP must fit one scale-up domain" in messages
+    assert not at.exception
+
+
+def test_error_lands_on_its_widget_key():
+    data = ds.for_dashboard(load_scenario("scenarios/default.yaml").model_dump(mode="json"))
+    initial = ds.initial_values(data)
+    _, errors = ds.validate(data, {**initial, "fleets.0.pools.0.tp": 16}, initial)
+    assert list(errors) == ["fleets.0.pools.0.tp"]
+    assert "TP must fit one scale-up domain of 8" in errors["fleets.0.pools.0.tp"][0]
+    _, errors = ds.validate(data, {**initial, "fleets.0.pools.1.serves": []}, initial)
+    assert list(errors) == ["fleets.0.pools.1.serves"]
+    _, errors = ds.validate(data, {**initial, "traffic.share.dlm": 0.0}, initial)
+    assert list(errors) == ["traffic.share.dlm"]
+
+
+def test_only_run_scenarios_are_listed():
+    found = ds.run_scenarios()
+    assert "default" in found
+    assert all("workloads" in p.read_text() for p in found.values())
+    assert "sweep-mix" not in found
+
+
+def test_steps_text_round_trip():
+    assert ds.parse_steps("16") == {"kind": "constant", "value": 16}
+    assert ds.parse_steps("4, 8 16") == {"kind": "choice", "values": [4, 8, 16]}
+    assert ds.steps_text({"kind": "choice", "values": [4, 8]}) == "4, 8"
+    with pytest.raises(ValueError):
+        ds.parse_steps("0")

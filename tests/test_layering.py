@@ -1,0 +1,146 @@
+"""The house rules of ``sim/``, read from the source with ``ast``: imports run downward
+only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
+``models`` → ``scenario`` → ``fleets``/``traffic`` → ``errors``), the core never imports a
+shell or Streamlit, and there is no import circle anywhere (function-level imports count).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sim", "fleets", "traffic")
+
+# Higher layers may import lower ones (and their own layer), never the reverse.
+LAYERS = [
+    ("errors", {"sim.errors"}),
+    ("fleets/traffic", {"fleets", "traffic"}),
+    ("scenario", {"sim.scenario"}),
+    ("models", {"sim.models"}),
+    ("engine", {"sim.engine"}),
+    ("results", {"sim.results"}),
+    ("studies", {"sim.studies"}),
+    ("shells", {"sim.cli", "sim.dashboard", "app"}),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files() -> list[Path]:
+    files = [ROOT / "app.py"]
+    for package in PACKAGES:
+        files += sorted((ROOT / package).rglob("*.py"))
+    return files
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module of ours that ``path`` imports, at any depth of the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n.split(".")[0] in PACKAGES + ("streamlit",)}
+    return found
+
+
+def resolve(name: str, modules: set[str]) -> str | None:
+    """The module a dotted import name refers to (``sim.results.charts`` is a module;
+    ``sim.engine.core.simulate`` is a name inside ``sim.engine.core``)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def layer_of(module: str) -> int:
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in {__file__}")
+
+
+GRAPH = {module_name(p): imports_of(p) for p in source_files()}
+MODULES = set(GRAPH)
+# ``sim/__init__`` is the public facade: it resolves ``from sim import simulate`` lazily.
+FACADE = {"sim", "sim.engine", "sim.models", "sim.results", "sim.studies", "fleets", "traffic"}
+
+
+def edges() -> list[tuple[str, str]]:
+    out = []
+    for module, names in GRAPH.items():
+        for name in names:
+            target = resolve(name, MODULES) if not name.startswith("streamlit") else "streamlit"
+            if target and target != module and target not in FACADE - {"traffic"}:
+                out.append((module, target))
+    return out
+
+
+def upward(edge_list: list[tuple[str, str]]) -> list[str]:
+    """Every edge that imports a higher layer, as a readable line."""
+    return [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]})"
+            for m, t in edge_list
+            if t != "streamlit" and m not in FACADE and layer_of(t) > layer_of(m)]
+
+
+def find_circle(edge_list: list[tuple[str, str]]) -> list[str] | None:
+    """One import circle as a path ``[a, b, ..., a]``, or None (depth-first search)."""
+    graph: dict[str, set[str]] = {}
+    for module, target in edge_list:
+        graph.setdefault(module, set()).add(target)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_every_module_sits_in_a_layer():
+    for module in MODULES - FACADE:
+        layer_of(module)
+
+
+def test_imports_run_downward():
+    assert upward(edges()) == []
+
+
+def test_only_the_dashboard_imports_streamlit():
+    users = {m for m, t in edges() if t == "streamlit"}
+    assert users <= {"app"}, users
+
+
+def test_no_import_circles():
+    circle = find_circle([e for e in edges() if e[1] != "streamlit"])
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_the_checker_finds_what_it_looks_for():
+    """On made-up graphs: the two circles this layout removed, and an upward import."""
+    assert find_circle([("sim.cli", "sim.results.report_html"), ("sim.results.report_html", "sim.cli")])
+    assert find_circle([("fleets.catalog", "fleets.catalog_io"), ("fleets.catalog_io", "fleets.catalog")])
+    assert find_circle([("a", "b"), ("b", "c")]) is None
+    assert upward([("sim.results.planner_csv", "sim.studies.sweep_spec")])
+    assert upward([("sim.engine.core", "sim.models.perf")]) == []
+    assert resolve("sim.engine.core.simulate", MODULES) == "sim.engine.core"
