@@ -64,18 +64,19 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
         run = simulate(scenario, fleet.name, demand=demand, progress=callback)
         table = pool_table(run, scenario)
         pools.append(table)
-        requests.append(costed_requests(run, table))
+        requests.append(costed_requests(run, table, scenario.economics.ownership))
         series.append(run.timeseries)
         events[fleet.name] = run.events
         ends[fleet.name] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
+    summary = workload_summary(requests_df, scenario)
     return Results(
         scenario=scenario,
         requests=requests_df,
         pools=pools_df,
-        summary=workload_summary(requests_df, scenario),
-        fleets=fleet_table(pools_df),
+        summary=summary,
+        fleets=fleet_table(pools_df, summary, scenario.economics),
         events=events,
         end_s=ends,
         timeseries=pd.concat(series, ignore_index=True),
