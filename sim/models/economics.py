@@ -19,8 +19,9 @@ Per-request cost is *fully loaded*: the pool's bill over the run is split over t
 requests it served in proportion to the replica-seconds each held (each iteration's time
 split over the tokens or samples in it), so idle time is spread over the requests served
 and the costs add up to the pool's bill. The *marginal* cost charges only the
-replica-seconds the request held, at the full-load hourly rate. Energy (IT, J) is split
-the same way as the fully loaded cost.
+replica-seconds the request held, at the hourly rate of a busy replica (power at the
+activities measured while busy; for rent, the rental rate). Energy (IT, J) is split the
+same way as the fully loaded cost.
 
 Hours per year 8766 (365.25 x 24); per month 730.5.
 """
@@ -167,7 +168,7 @@ _COST_KEYS = COST_KEYS  # older name
 _BILLS = {
     "cost_own_usd": ("run_own_cost_usd_per_hour", "loaded"),
     "cost_rent_usd": ("rent_usd_per_hour", "loaded"),
-    "marginal_cost_own_usd": ("own_full_load_cost_usd_per_hour", "marginal"),
+    "marginal_cost_own_usd": ("busy_own_cost_usd_per_hour", "marginal"),
     "marginal_cost_rent_usd": ("rent_usd_per_hour", "marginal"),
     "energy_j": ("run_it_power_avg_w", "energy"),
 }
@@ -185,7 +186,7 @@ def attribute_costs(
     the replica-seconds its requests held: a request pays share × (bill ÷ total shares)
     on every pool it used (``pool_shares`` lists the requests whose journey crossed pools;
     the others used only their ``pool``). Requests never served cost nothing. The
-    marginal cost is share × full-load rate ÷ replicas.
+    marginal cost is share × busy-replica rate ÷ replicas.
     """
     out = requests.copy()
     multi = set() if pool_shares is None or pool_shares.empty else set(pool_shares["request_id"])

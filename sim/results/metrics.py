@@ -70,7 +70,8 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
     row.update(pool_costs(pool, scenario.economics, busy, a_c, a_m))
     run = pool_costs(pool, scenario.economics, min(busy_run, 1.0), a_c, a_m)
     row.update(run_cost_usd_per_hour=run["cost_usd_per_hour"], run_own_cost_usd_per_hour=run["own_cost_usd_per_hour"],
-               run_it_power_avg_w=run["it_power_avg_w"])
+               run_it_power_avg_w=run["it_power_avg_w"],
+               busy_own_cost_usd_per_hour=pool_costs(pool, scenario.economics, 1.0, a_c, a_m)["own_cost_usd_per_hour"])
     return row
 
 

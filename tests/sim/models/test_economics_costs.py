@@ -74,6 +74,10 @@ def test_capex_and_hourly_cost_by_hand():
     hourly = (capex_it * crf(0.08, 4) + capex_facility * crf(0.08, 20)) / HOURS_PER_YEAR + power_w * 1.5 / 1000 * 0.1 + opex
     assert pool["cost_usd_per_hour"] == pytest.approx(hourly, rel=1e-9)
     assert pool["opex_usd_per_month"] == pytest.approx((power_w * 1.5 / 1000 * 0.1 + opex) * HOURS_PER_YEAR / 12, rel=1e-9)
+    # a busy replica's rate (the marginal cost's): same capital and opex, power at busy = 1
+    dyn = min(1.0, a_c + w_m * a_m)
+    busy_w = 3 * (idle_w + (acc.tdp_w - idle_w) * dyn) + acc.node_overhead_w * (h + (1 - h) * dyn)
+    assert pool["busy_own_cost_usd_per_hour"] == pytest.approx(hourly + (busy_w - power_w) * 1.5 / 1000 * 0.1, rel=1e-9)
 
 
 def test_zero_discount_rate_is_straight_line():
