@@ -37,8 +37,12 @@ UTILISATION_COLUMNS = {
 COST_PARTS = {
     "depreciation_usd_per_hour": "capex amortisation",
     "energy_usd_per_hour": "power",
+    "maintenance_usd_per_hour": "maintenance",
+    "staff_usd_per_hour": "staff",
     "other_opex_usd_per_hour": "other opex",
+    "rent_usd_per_hour": "rent",
 }
+OPTIONAL_COST_PARTS = ("maintenance_usd_per_hour", "staff_usd_per_hour")
 LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=60, b=50), legend_title_text="fleet")
 
 
@@ -192,12 +196,23 @@ def pool_utilisation(pools: pd.DataFrame) -> go.Figure:
 
 # --- cost ---------------------------------------------------------------------------
 
+def _cost_parts(pools: pd.DataFrame) -> list[str]:
+    """The columns that add up to ``cost_usd_per_hour``: the rent when the fleet is
+    rented, else capital, power, other opex and (when charged) maintenance and staff."""
+    if "rent_usd_per_hour" in pools and pools["rent_usd_per_hour"].notna().all() and \
+            pools["cost_usd_per_hour"].equals(pools["rent_usd_per_hour"]) and pools["rent_usd_per_hour"].sum() > 0:
+        return ["rent_usd_per_hour"]
+    return [c for c in COST_PARTS if c in pools and c != "rent_usd_per_hour"
+            and (c not in OPTIONAL_COST_PARTS or pools[c].sum() > 0)]
+
+
 def cost_breakdown(pools: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
     """Stacked bars of hourly cost per fleet: capex amortisation, power, other opex."""
-    by_fleet = pools.groupby("fleet", sort=False)[list(COST_PARTS)].sum()
+    parts = _cost_parts(pools)
+    by_fleet = pools.groupby("fleet", sort=False)[parts].sum()
     fig = go.Figure()
-    shades = ("#4c78a8", "#f58518", "#9d9d9d")
-    for (column, label), shade in zip(COST_PARTS.items(), shades):
+    shades = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d9d9d")
+    for (column, label), shade in zip(((c, COST_PARTS[c]) for c in parts), shades):
         values = by_fleet[column]
         fig.add_trace(go.Bar(x=list(by_fleet.index), y=values, name=label, marker_color=shade,
                              text=[usd(v) for v in values], textposition="inside",
