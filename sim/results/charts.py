@@ -67,7 +67,8 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 # --- KPI cards ----------------------------------------------------------------------
 
 def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
-    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request."""
+    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request,
+    worst SLO attainment, facility energy per day, own vs rent $/hour."""
     rows = summary[summary["fleet"] == fleet["fleet"]]
     done = rows["completed"].sum()
     cost = (rows["cost_per_request_usd"].fillna(0) * rows["completed"]).sum()
@@ -78,6 +79,9 @@ def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
         "IT power (max)": f"{human(fleet['it_power_max_kw'])} kW",
         "$/request (all)": usd(cost / done) if done else "—",
         "worst SLO attainment": percent(slo, decimals=1),
+        "energy / day": f"{human(fleet['facility_energy_kwh_per_day'])} kWh" if "facility_energy_kwh_per_day" in fleet else "—",
+        "own / rent per hour": (f"{usd(fleet['own_cost_usd_per_hour'])} / {usd(fleet['rent_usd_per_hour'])}"
+                                if "own_cost_usd_per_hour" in fleet else "—"),
     }
 
 
@@ -92,6 +96,7 @@ def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
             "p99 E2E": seconds(r["e2e_p99_s"]),
             "SLO met": percent(r["slo_attainment"], decimals=1),
             "$/request": usd(r["cost_per_request_usd"]),
+            "J/request": human(r["energy_per_request_j"]) if "energy_per_request_j" in r else "—",
             "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
         })
     return pd.DataFrame(rows)
