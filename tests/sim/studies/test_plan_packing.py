@@ -57,3 +57,28 @@ def test_one_shared_server_beats_two_part_empty_ones():
     assert cost == pytest.approx(combos[best], rel=1e-12)
     cat = load_catalog()
     assert mw == pytest.approx(cat.accelerator(best[0]).node_power_w * 1.56 / 1e6)
+
+
+def test_planner_csv_carries_energy_and_own_rent_columns():
+    from scenario_cases import make_scenario
+
+    from sim.results.planner_csv import fleet_workload_rows, planner_table
+    from sim.results.tables import run_scenario
+
+    sc = make_scenario({"chat": {"kind": "autoregressive", "model": "llama-3-8b",
+                                 "arrival": {"kind": "poisson", "rate_per_s": 2.0}}},
+                       [{"name": "a", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 3},
+                        {"name": "b", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 2}],
+                       duration_s=30.0)
+    results = run_scenario(sc)
+    row = planner_table(fleet_workload_rows(results), ["fleet"]).iloc[0]
+    pools = results.pools
+    assert (row["nodes"], row["empty_slots"]) == (1, 3)  # 5 single-GPU replicas in one 8-GPU server
+    assert row["it_energy_kwh_per_day"] == pytest.approx(pools["it_power_avg_w"].sum() * 24 / 1e3)
+    assert row["facility_energy_kwh_per_day"] == pytest.approx(row["it_energy_kwh_per_day"] * 1.56)
+    assert row["rent_usd_per_hour"] == pytest.approx(5 * 2.99)  # fleets/data/ownership.csv h100-sxm
+    summary = results.summary.iloc[0]
+    assert row["chat_energy_per_output_token_j"] == pytest.approx(summary["energy_per_output_token_j"])
+    assert row["chat_cost_per_request_rent_usd"] == pytest.approx(summary["cost_per_request_rent_usd"])
+    assert row["output_tokens_per_s_per_mw"] == pytest.approx(
+        summary["output_tokens_per_s"] / ((8 * 700 + 4600) * 1.56 / 1e6))
