@@ -134,7 +134,8 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         columns.append([usd(v) for v in g["cost_per_request_usd"]])
     if "energy_per_request_j" in g:
         per_token = kind in TOKEN_KINDS
-        headers.append("IT energy (J/output token)" if per_token else "IT energy (J/request)")
+        unit = "J/output token" if per_token else PER_ITEM_LABEL.get(kind, "$/request").replace("$", "J")
+        headers.append(f"IT energy ({unit})")
         columns.append([human(v) for v in g["energy_per_output_token_j" if per_token else "energy_per_request_j"]])
     if kind == "branching_search":
         headers += ["compute × (measured / formula)", "verifier calls", "hand-offs (transfer / queue)"]
