@@ -79,3 +79,25 @@ def test_energy_per_token_is_the_pool_energy_over_its_tokens():
     assert fleet["it_energy_kwh_per_day"] == pytest.approx(pool["it_power_avg_w"] * 24 / 1e3)
     assert fleet["facility_power_max_mw"] == pytest.approx((8 * 700 + 4600) * 1.56 / 1e6)
     assert fleet["output_tokens_per_s_per_mw"] == pytest.approx(row["output_tokens_per_s"] / fleet["facility_power_max_mw"])
+
+
+def test_prefill_draws_near_tdp_and_decode_well_below():
+    """Splitwise (ISCA 2024) and POLCA (ASPLOS 2024): prompt phases run near TDP, token
+    phases well below it."""
+    def busy_power(prompt, output, rate):
+        sc = make_scenario(
+            {"chat": {"kind": "autoregressive", "model": "llama-3-8b", "arrival": {"kind": "poisson", "rate_per_s": rate},
+                      "prompt_tokens": {"kind": "constant", "value": prompt},
+                      "output_tokens": {"kind": "constant", "value": output}}},
+            [{"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 1, "tp": 1,
+              "precision": "bf16", "max_batch": 64}],
+            duration_s=60.0, warmup_s=10.0)
+        pool = run_scenario(sc).pools.iloc[0]
+        idle_w = pd.read_csv(DATA / "power.csv").set_index("key").loc["h100-sxm", "idle_w"]
+        b = pool["busy_fraction"]  # mean power while busy: idle + (average - idle) / b
+        return idle_w + (pool["accelerator_power_avg_w"] - idle_w) / b, b
+
+    prefill_w, busy = busy_power(prompt=4000, output=1, rate=20.0)
+    assert busy > 0.5 and prefill_w > 0.9 * H100.tdp_w
+    decode_w, busy = busy_power(prompt=50, output=500, rate=1.0)
+    assert busy > 0.5 and decode_w < 0.6 * H100.tdp_w
