@@ -72,18 +72,19 @@ def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
     for run in runs:
         table = pool_table(run, scenario)
         pools.append(table)
-        requests.append(costed_requests(run, table))
+        requests.append(costed_requests(run, table, scenario.economics.ownership))
         series.append(run.timeseries)
         events[run.fleet] = run.events
         ends[run.fleet] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
+    summary = workload_summary(requests_df, scenario)
     return Results(
         scenario=scenario,
         requests=requests_df,
         pools=pools_df,
-        summary=workload_summary(requests_df, scenario),
-        fleets=fleet_table(pools_df),
+        summary=summary,
+        fleets=fleet_table(pools_df, summary, scenario.economics),
         events=events,
         end_s=ends,
         timeseries=pd.concat(series, ignore_index=True),
