@@ -275,21 +275,21 @@ class GenaiTraceArrivals(BaseModel):
         """Sorted arrival instants in [0, duration_s), float64 shape (k,)."""
         return self.select(rng, duration_s)[0]
 
-    def request_shapes(self, rows: np.ndarray, default_steps: int, default_cfg: bool) -> dict[str, np.ndarray]:
-        """Per-request ``steps`` (denoising steps actually run), ``images`` and ``cfg``,
-        each shape (k,), for trace rows ``rows`` (see the module doc for the rules)."""
+    def request_shapes(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-request shapes for trace rows ``rows`` (see the module doc for the rules),
+        each shape (k,): ``steps`` int64 denoising steps actually run (0: the workload's),
+        ``images`` int64 samples, ``cfg`` int8 (1 on, 0 off, -1: the workload's)."""
         trace = self.trace()
         task, steps, images = trace.task[rows], trace.steps[rows], trace.images[rows]
         known = (steps > 0) & (images > 0)
-        steps = np.where(known, steps, default_steps)
         strength = np.select([task == IMG2IMG, task == INPAINTING],
                              [self.img2img_strength, self.inpainting_strength], 1.0)
-        run = np.maximum(np.minimum((steps * strength).astype(np.int64), steps), 1)
-        cfg = trace.negative_prompt[rows] if self.cfg_from_negative_prompt else np.full(rows.size, default_cfg)
+        run = np.maximum(np.minimum(np.floor(steps * strength + 1e-9).astype(np.int64), steps), 1)
+        cfg = trace.negative_prompt[rows].astype(np.int8) if self.cfg_from_negative_prompt else np.full(rows.size, -1)
         return {
-            "steps": run.astype(np.int64),
+            "steps": np.where(known, run, 0).astype(np.int64),
             "images": np.where(known, images, 1).astype(np.int64),
-            "cfg": np.where(known, cfg, default_cfg).astype(bool),
+            "cfg": np.where(known, cfg, -1).astype(np.int8),
         }
 
     @property
