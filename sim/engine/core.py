@@ -31,7 +31,8 @@ from sim.engine.replica_step import StepReplica
 from sim.engine.request import STATUS_NAMES, Request
 from sim.engine.router import Router
 from sim.engine.run import RunContext, events_processed
-from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads
+from sim.errors import PlacementError
+from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads, split_serves
 from sim.engine.shapes import STAGE_CODES, picture_shape
 
 ProgressFn = Callable[[float, int], None]
@@ -83,6 +84,7 @@ def simulate(
     catalog = catalog or load_catalog()
     pools = build_pools(scenario, fleet_cfg, catalog)
     demand = demand if demand is not None else generate_demand(scenario)
+    _check_images_fit(fleet_cfg, demand)
     run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
     for pool in pools:
         cls = _REPLICA_TYPES[pool.family]
@@ -117,6 +119,22 @@ def simulate(
         pool_shares=_pool_shares_frame(requests, pools),
         pool_objects=pools,
     )
+
+
+def _check_images_fit(fleet_cfg: FleetConfig, demand: dict[str, WorkloadDemand]) -> None:
+    """A replayed request of n images runs n samples at once: every pool running its
+    per-sample stages needs max_batch >= n, or the request could never be admitted."""
+    for name, d in demand.items():
+        if d.images is None or not len(d.images):
+            continue
+        most = int(d.images.max())
+        for pool in fleet_cfg.pools:
+            stages = [split_serves(e)[1] for e in pool.serves if split_serves(e)[0] == name]
+            if stages and any(s != "encode" for s in stages) and pool.max_batch < most:
+                raise PlacementError(
+                    f"fleet '{fleet_cfg.name}' pool '{pool.name}': max_batch (={pool.max_batch}) is smaller than "
+                    f"the {most} images per prompt that workload '{name}' replays; set max_batch >= {most}"
+                )
 
 
 def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:

@@ -131,7 +131,8 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         columns.append([usd(v) for v in g["cost_per_1m_output_tokens_usd"]])
     elif kind in PER_ITEM_LABEL:
         headers.append(PER_ITEM_LABEL[kind])
-        per_item = g["cost_per_image_usd"] if "cost_per_image_usd" in g else g["cost_per_request_usd"]
+        images = kind == "image_diffusion" and "cost_per_image_usd" in g
+        per_item = g["cost_per_image_usd"] if images else g["cost_per_request_usd"]
         columns.append([usd(v) for v in per_item])
     if kind == "branching_search":
         headers += ["compute × (measured / formula)", "verifier calls", "hand-offs (transfer / queue)"]

@@ -135,10 +135,14 @@ def test_replayed_requests_carry_their_images(slice_path):
     assert per_sample_step.iloc[4] == pytest.approx(per_sample_step.iloc[1])
 
 
-def test_full_trace_replay_on_three_fleets():
+def test_full_trace_replay_on_three_fleets(monkeypatch):
     """scenarios/genai-image.yaml replays every row of the shared trace on each fleet."""
     path = require_file(TRACES / "alibaba_genai_lora_request_trace.csv")
+    from pathlib import Path
+
     from sim.results.tables import run_scenario
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])  # trace paths are relative to the repo root
 
     raw = pd.read_csv(path)
     results = run_scenario(load_scenario("scenarios/genai-image.yaml"))
@@ -150,3 +154,31 @@ def test_full_trace_replay_on_three_fleets():
     assert summary["images_per_s"].to_numpy() == pytest.approx(images / window_s)
     assert not summary["unstable"].any()
     assert (summary["queue_p99_s"] <= summary["e2e_p99_s"]).all()
+
+
+def _image_scenario(path, max_batch=16, **arrival):
+    return {
+        "seed": 1, "duration_s": 300, "drain_s": 600,
+        "workloads": {"image": {"kind": "image_diffusion", "model": "sdxl",
+                                "arrival": {"kind": "trace", "format": "genai_csv", "path": str(path), **arrival}}},
+        "fleets": [{"name": "f", "pools": [{"name": "p", "accelerator": "h100-sxm", "serves": ["image"],
+                                             "replicas": 1, "max_batch": max_batch}]}],
+    }
+
+
+def test_images_above_max_batch_are_refused_before_the_run(slice_path):
+    from sim.engine.core import simulate
+    from sim.errors import PlacementError
+
+    with pytest.raises(PlacementError, match=r"max_batch \(=4\) is smaller than the 8 images"):
+        simulate(parse_scenario(_image_scenario(slice_path, max_batch=4), "s.yaml"))
+
+
+def test_resolved_scenario_round_trips_the_window(slice_path):
+    from sim.scenario import scenario_to_yaml
+    import yaml
+
+    sc = parse_scenario(_image_scenario(slice_path, **{"from": "2024-11-19", "failed": "drop"}), "s.yaml")
+    dumped = yaml.safe_load(scenario_to_yaml(sc))
+    assert dumped["workloads"]["image"]["arrival"]["from"].startswith("2024-11-19")
+    assert parse_scenario(dumped, "again.yaml") == sc
