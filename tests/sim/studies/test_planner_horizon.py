@@ -32,3 +32,19 @@ def test_planned_rate_grows_with_the_horizon():
     assert rate == pytest.approx(0.5 * 1.25**4 * 0.25 / __import__("math").log(1.25), rel=1e-3)
     assert _rate(scaled_demand(spec(None), None)["image"]) == pytest.approx(rate / 1.25**4)
     assert FittedArrivals.model_validate(scaled_demand(spec(2), None)["image"]["arrival"]).start_s == 2 * WEEK_S
+
+
+def test_cli_plans_the_genai_preset_weeks_ahead(monkeypatch):
+    """`dcsim plan --horizon-weeks N` plans the fitted image demand at week N."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])
+    result = CliRunner().invoke(app, ["plan", "scenarios/plan-genai-horizon.yaml", "--horizon-weeks", "2", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "Quarter week2" in result.output
+    preset = FittedArrivals.model_validate({"preset": "genai_image", "start_s": 2 * WEEK_S})
+    assert f"{preset.mean_rate_per_s:.3g}" in result.output
