@@ -46,5 +46,5 @@ def test_cli_plans_the_genai_preset_weeks_ahead(monkeypatch):
     result = CliRunner().invoke(app, ["plan", "scenarios/plan-genai-horizon.yaml", "--horizon-weeks", "2", "-q"])
     assert result.exit_code == 0, result.output
     assert "Quarter week2" in result.output
-    preset = FittedArrivals.model_validate({"preset": "genai_image", "start_s": 2 * WEEK_S})
+    preset = FittedArrivals.model_validate({"preset": "genai_image", "start_s": 169_200 + 2 * WEEK_S})
     assert f"{preset.mean_rate_per_s:.3g}" in result.output
