@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shared_data import TRACES, require_file
 from sim.errors import ScenarioError, TraceError
@@ -182,3 +187,52 @@ def test_resolved_scenario_round_trips_the_window(slice_path):
     dumped = yaml.safe_load(scenario_to_yaml(sc))
     assert dumped["workloads"]["image"]["arrival"]["from"].startswith("2024-11-19")
     assert parse_scenario(dumped, "again.yaml") == sc
+
+
+_FILES = itertools.count()
+_ROW = st.tuples(
+    st.integers(0, 200),  # second after 2024-11-19 00:00:00
+    st.sampled_from(["TXT_2_IMG", "IMG_2_IMG", "INPAINTING"]),
+    st.sampled_from(["SUCCEED", "SUCCEED", "FAILED", "PENDING"]),
+    st.integers(1, 8),
+    st.integers(1, 100),
+    st.integers(0, 40),
+)
+
+
+@settings(max_examples=40, deadline=None, derandomize=bool(os.environ.get("CI")),
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(_ROW, min_size=2, max_size=30), seed=st.integers(0, 2**32 - 1), drop=st.booleans())
+def test_generated_slices_replay_every_kept_row_once(tmp_path, rows, seed, drop):
+    """Any slice: every kept row arrives once, within its own second, in time order, and
+    its shape follows the documented rules (checked row by row, not via the reader)."""
+    lines = [f"2024-11-19 00:{s // 60:02d}:{s % 60:02d},{task},{status},1.0,G,10,{neg or ''},{n},{k},M,0"
+             for s, task, status, n, k, neg in rows]
+    path = tmp_path / f"gen{next(_FILES)}.csv"  # a fresh name: the reader caches by path and mtime
+    path.write_text("\n".join([HEADER, *lines]) + "\n", encoding="utf-8")
+    a = arrival(path, failed="drop" if drop else "keep", **{"from": "2024-11-19"})
+    kept = [i for i, r in enumerate(sorted(rows, key=lambda r: r[0])) if not drop or r[2] == "SUCCEED"]
+    if not kept:
+        with pytest.raises(TraceError, match="no rows left"):
+            a.select(np.random.default_rng(seed), 1e6)
+        return
+    times, picked = a.select(np.random.default_rng(seed), 1e6)
+    assert sorted(picked.tolist()) == kept
+    ordered = sorted(rows, key=lambda r: r[0])
+    whole = np.array([ordered[i][0] for i in picked], dtype=float)
+    assert np.all((times >= whole) & (times < whole + 1.0)) and np.all(np.diff(times) >= 0)
+    shapes = a.request_shapes(picked)
+    for i, steps, images, cfg in zip(picked, shapes["steps"], shapes["images"], shapes["cfg"]):
+        _, task, _, n, k, neg = ordered[i]
+        strength = {"TXT_2_IMG": 1.0, "IMG_2_IMG": 0.3, "INPAINTING": 0.9999}[task]
+        assert steps == max(1, min(k, int(k * strength + 1e-9)))
+        assert images == n and cfg == (1 if neg else 0)
+
+
+def test_regression_every_row_dropped_is_a_trace_error(tmp_path):
+    """Shrunk hypothesis example: failed: drop on a slice with no SUCCEED row."""
+    path = tmp_path / "failed.csv"
+    path.write_text("\n".join([HEADER, "2024-11-19 00:00:00,TXT_2_IMG,FAILED,1.0,G,10,,1,1,M,0",
+                               "2024-11-19 00:00:00,TXT_2_IMG,FAILED,1.0,G,10,,1,1,M,0"]) + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=r"no rows left after failed='drop'"):
+        arrival(path, failed="drop").select(np.random.default_rng(0), 10.0)
