@@ -32,7 +32,9 @@ Decisions (real data does not force them; each is a field of :class:`GenaiTraceA
   ``src/diffusers/pipelines/stable_diffusion_xl/pipeline_stable_diffusion_xl_img2img.py``
   and ``..._inpaint.py``, v0.31, 2024). The VAE encoding of the input image is not
   modelled (about one VAE-decoder pass less than a decode; the decoder dominates).
-  At least one step always runs.
+  At least one step always runs. A workload that sets ``steps`` explicitly runs that
+  many for every row instead (a what-if, e.g. a distilled 4-step model on production
+  arrivals), as explicit lengths override a token trace's.
 * **Negative prompt -> CFG.** A row with ``negative_prompt_length`` > 0 runs
   classifier-free guidance (two denoiser forwards per step); an empty field runs it
   without. This is an assumption: a service may apply CFG with an empty negative prompt

@@ -69,9 +69,10 @@ def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
         service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
     draws = _verifier_failures(wl, rng_verify, n)
     images = cfg = None
-    if rows is not None:  # a genai_csv replay: per-request steps, images and CFG
+    if rows is not None:  # a genai_csv replay: per-request steps (unless the workload sets them), images, CFG
         shapes = wl.arrival.request_shapes(rows)
-        steps, images, cfg = shapes["steps"], shapes["images"], shapes["cfg"]
+        steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else shapes["steps"]
+        images, cfg = shapes["images"], shapes["cfg"]
     return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws, images, cfg)
 
 

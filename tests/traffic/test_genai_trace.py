@@ -236,3 +236,13 @@ def test_regression_every_row_dropped_is_a_trace_error(tmp_path):
                                "2024-11-19 00:00:00,TXT_2_IMG,FAILED,1.0,G,10,,1,1,M,0"]) + "\n", encoding="utf-8")
     with pytest.raises(TraceError, match=r"no rows left after failed='drop'"):
         arrival(path, failed="drop").select(np.random.default_rng(0), 10.0)
+
+
+def test_workload_steps_override_the_trace(slice_path):
+    """An explicit workload ``steps`` runs that many for every row (images still per row)."""
+    from sim.engine.core import simulate
+
+    data = _image_scenario(slice_path, jitter=False, rate_scale=0.1)
+    data["workloads"]["image"]["steps"] = 4
+    req = simulate(parse_scenario(data, "s.yaml")).requests.sort_values("request_id")
+    assert req["sample_steps"].tolist() == [4 * n for n in (1, 4, 8, 1, 2)]
