@@ -30,7 +30,8 @@ Decisions (real data does not force them; each is a field of :class:`GenaiTraceA
   ``StableDiffusionXLImg2ImgPipeline.__call__`` and 0.9999 for
   ``StableDiffusionXLInpaintPipeline.__call__`` (huggingface/diffusers,
   ``src/diffusers/pipelines/stable_diffusion_xl/pipeline_stable_diffusion_xl_img2img.py``
-  and ``..._inpaint.py``, v0.31, 2024). The VAE encoding of the input image is not
+  and ``..._inpaint.py``; the inpaint default moved from 1.0 to 0.9999 in diffusers PR
+  #4858, 2023-09, read 2026-11-24). The VAE encoding of the input image is not
   modelled (about one VAE-decoder pass less than a decode; the decoder dominates).
   At least one step always runs. A workload that sets ``steps`` explicitly runs that
   many for every row instead (a what-if, e.g. a distilled 4-step model on production
