@@ -259,6 +259,10 @@ def plan(
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="write plan.csv and the planned scenario(s) to DIR"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="write the planner CSV of the chosen and single-type fleets to FILE"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    horizon_weeks: Optional[float] = typer.Option(
+        None, "--horizon-weeks", min=0, max=520, metavar="N",
+        help="plan fitted demand (arrival kind: fitted) N weeks ahead; overrides the file's horizon_weeks",
+    ),
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
     from sim.studies.planner import load_plan, run_plan, write_plan
@@ -266,6 +270,8 @@ def plan(
 
     with user_errors():
         spec = load_plan(plan_path)
+        if horizon_weeks is not None:
+            spec = spec.model_copy(update={"horizon_weeks": horizon_weeks})
         started = time.perf_counter()
         result = run_plan(spec, log=None if quiet else note)
         note(f"planned in {time.perf_counter() - started:.1f} s wall time ({result.simulations} simulations)", quiet)

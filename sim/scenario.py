@@ -318,7 +318,18 @@ class Scenario(_Strict):
             raise ValueError(f"fleet names must be unique; repeated: {dupes}")
         for fleet in self.fleets:
             _check_serves(self, fleet)
+        _check_genai_replays(self)
         return self
+
+
+def _check_genai_replays(scenario: "Scenario") -> None:
+    """``format: genai_csv`` (an image-generation trace) shapes image_diffusion requests only."""
+    for name, wl in scenario.workloads.items():
+        if getattr(wl.arrival, "format", None) == "genai_csv" and wl.kind != "image_diffusion":
+            raise ValueError(
+                f"workloads.{name}.arrival: format genai_csv replays image-generation requests; "
+                f"workload kind must be image_diffusion, got {wl.kind}"
+            )
 
 
 STAGES = {

@@ -132,6 +132,8 @@ def _workload_row(fleet: str, name: str, g: pd.DataFrame, scenario: Scenario, wi
     row["cost_per_1m_output_tokens_usd"] = cost / tokens * 1e6 if tokens else math.nan
     row.update(_own_rent_energy_columns(done))
     row.update(_search_columns(wl, done))
+    if wl.kind == "image_diffusion":
+        row.update(_image_columns(g, done, cost, window_s, unstable))
     return row
 
 
@@ -149,6 +151,18 @@ def _own_rent_energy_columns(done: pd.DataFrame) -> dict:
             marginal.sum(min_count=1) / tokens * 1e6 if tokens else math.nan)
     out["energy_per_request_j"] = done["energy_j"].sum() / n if n else math.nan
     out["energy_per_output_token_j"] = done["energy_j"].sum() / tokens if tokens else math.nan
+    return out
+
+
+def _image_columns(g: pd.DataFrame, done: pd.DataFrame, cost: float, window_s: float, unstable: bool) -> dict:
+    """Images (samples) per second and per dollar, and queueing delay percentiles
+    (arrival to first admission on a replica) of image requests, which may each ask
+    for several images (trace replay)."""
+    images = done["images"].sum() if "images" in done else len(done)
+    out = {"images_per_s": images / window_s, "cost_per_image_usd": cost / images if images else math.nan}
+    queue = done["queue_s"].dropna().to_numpy()
+    for p in PERCENTILES:
+        out[f"queue_p{p}_s"] = float(np.percentile(queue, p)) if len(queue) and not unstable else math.nan
     return out
 
 

@@ -131,7 +131,9 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         columns.append([usd(v) for v in g["cost_per_1m_output_tokens_usd"]])
     elif kind in PER_ITEM_LABEL:
         headers.append(PER_ITEM_LABEL[kind])
-        columns.append([usd(v) for v in g["cost_per_request_usd"]])
+        images = kind == "image_diffusion" and "cost_per_image_usd" in g
+        per_item = g["cost_per_image_usd"] if images else g["cost_per_request_usd"]
+        columns.append([usd(v) for v in per_item])
     if "energy_per_request_j" in g:
         per_token = kind in TOKEN_KINDS
         unit = "J/output token" if per_token else PER_ITEM_LABEL.get(kind, "$/request").replace("$", "J")

@@ -24,7 +24,11 @@ Method (see the README section "Sweeps and planning" for its limits):
    × PUE) fits ``economics.facility_power_limit_mw`` (when set) is chosen.
 6. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
 
-A growth curve (``growth:``) plans every quarter with the rates scaled.
+A growth curve (``growth:``) plans every quarter with the rates scaled. A horizon
+(``horizon_weeks: N``) plans for the demand N weeks ahead: every workload whose arrival
+is ``kind: fitted`` (daily and weekly profile with growth, :mod:`traffic.demand_fit`) is
+simulated from its model time ``start_s`` + N weeks, i.e. at the end of the horizon,
+with the growth, hour of day and weekday there; other arrivals are planned as given.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from sim.studies.planner_capacity import replica_capacity_rps
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
+from traffic.demand_fit import WEEK_S, FittedArrivals
 
 Counts = dict[str, int]  # accelerator type -> replicas
 
@@ -88,6 +93,9 @@ class PlanSpec(_Strict):
     economics: Economics = Economics()
     demand: dict[str, dict] = Field(min_length=1, description="workloads as in a scenario")
     growth: list[Quarter] | None = None
+    horizon_weeks: float | None = Field(
+        None, ge=0, le=520, description="plan for fitted arrivals N weeks ahead (the end of the horizon)"
+    )
     candidates: list[Candidate] = Field(min_length=1)
     search: Search = Search()
     headroom: bool = Field(True, description="find the chosen fleet's load headroom by re-simulation")
@@ -321,6 +329,8 @@ class WorkloadSearch:
 
 def _rate(workload: dict) -> float:
     arrival = workload["arrival"]
+    if arrival["kind"] == "fitted":
+        return FittedArrivals.model_validate(arrival).mean_rate_per_s
     if arrival["kind"] in ("poisson", "gamma"):
         return float(arrival["rate_per_s"])
     sc_rate = arrival.get("rates_per_s")
@@ -375,6 +385,10 @@ class PlanResult:
 
 def scaled_demand(spec: PlanSpec, quarter: Quarter | None) -> dict[str, dict]:
     demand = copy.deepcopy(spec.demand)
+    if spec.horizon_weeks:
+        for wl in demand.values():
+            if wl["arrival"].get("kind") == "fitted":
+                wl["arrival"]["start_s"] = wl["arrival"].get("start_s", 0.0) + spec.horizon_weeks * WEEK_S
     if quarter is None:
         return demand
     for name, wl in demand.items():
@@ -409,7 +423,7 @@ def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanRe
     budget = [spec.search.max_simulations]
     quarters = []
     for quarter in spec.growth or [None]:
-        label = quarter.quarter if quarter else "now"
+        label = quarter.quarter if quarter else f"week{spec.horizon_weeks:g}" if spec.horizon_weeks else "now"
         demand = scaled_demand(spec, quarter)
         plans = [plan_workload(spec, name, wl, budget) for name, wl in demand.items()]
         q = _quarter(spec, label, demand, plans)
