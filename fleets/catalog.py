@@ -22,6 +22,9 @@ MODEL_KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffu
 PIPELINE_KINDS = ("image_diffusion", "video_diffusion")
 MEMORY_KINDS = ("hbm", "sram")
 STATUS_WORDS = ("verified", "secondary", "unverified", "derived", "assumed")
+# Status of a row's efficiency factors (``efficiency_status``): fitted on its own measured
+# points, transferred from other chips by a stated rule, or taken from the spec alone.
+EFFICIENCY_STATUS_WORDS = ("calibrated", "transferred", "spec-only")
 # Live bf16 activation values per (token x hidden channel) at the peak of one denoiser
 # forward; calibrated on the HunyuanVideo README's 60 GB peak (derivation in models.csv).
 ACTIVATION_VALUES_PER_TOKEN_CHANNEL = 24.0
@@ -58,7 +61,11 @@ class Accelerator:
     power of one node at full load; ``server_cost_usd_per_node`` is the non-accelerator
     server cost, to be added only when ``price_includes_server`` is false (see
     :meth:`node_capex_usd`).  ``compute_efficiency`` / ``bandwidth_efficiency`` are the
-    achievable fractions of peak (eta_c, eta_m).  Sources: the ``*_source`` fields.
+    achievable fractions of peak (eta_c, eta_m) and ``iteration_overhead_s`` the fixed
+    time of every iteration, all fitted or transferred by ``dcsim validate``
+    (``efficiency_status``: calibrated / transferred / spec-only); ``efficiency_band_pct``
+    is the ± uncertainty (%) of a transferred row from the leave-one-accelerator-out
+    residuals (None for a calibrated row).  Sources: the ``*_source`` fields.
     """
 
     key: str
@@ -83,6 +90,8 @@ class Accelerator:
     server_cost_usd_per_node: float
     compute_efficiency: float
     bandwidth_efficiency: float
+    iteration_overhead_s: float
+    efficiency_band_pct: float | None
     rack_power_budget_w: float
     status: str
     spec_source: str
@@ -302,8 +311,11 @@ def _accelerator_row(a: Accelerator) -> dict:
         "tdp_w": a.tdp_w, "node_power_kw": a.node_power_w / 1e3,
         "price_usd": a.price_usd, "compute_efficiency": a.compute_efficiency,
         "bandwidth_efficiency": a.bandwidth_efficiency,
+        "iteration_overhead_us": a.iteration_overhead_s * 1e6,
+        "efficiency_band_pct": a.efficiency_band_pct,
         "status": a.status, "price_status": a.price_status,
-        "efficiency_status": a.efficiency_status, "spec_source": a.spec_source,
+        "efficiency_status": a.efficiency_status, "efficiency_source": a.efficiency_source,
+        "spec_source": a.spec_source,
     }
 
 

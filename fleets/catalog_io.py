@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 
 from sim.errors import UserError
-from fleets.catalog import (MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS, Accelerator, Catalog,
-                            Model)
+from fleets.catalog import (EFFICIENCY_STATUS_WORDS, MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS,
+                            Accelerator, Catalog, Model)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TERA = 1e12
@@ -41,6 +41,8 @@ ACCELERATOR_COLUMNS = {
     "server_cost_usd_per_node": ("server_cost_usd_per_node", 1.0),
     "compute_efficiency": ("compute_efficiency", 1.0),
     "bandwidth_efficiency": ("bandwidth_efficiency", 1.0),
+    "iteration_overhead_us": ("iteration_overhead_s", MICRO),
+    "efficiency_band_pct": ("efficiency_band_pct", 1.0),
     "rack_power_budget_kw": ("rack_power_budget_w", KILO),
     "status": ("status", None), "spec_source": ("spec_source", None),
     "price_status": ("price_status", None), "price_source": ("price_source", None),
@@ -49,7 +51,7 @@ ACCELERATOR_COLUMNS = {
     "efficiency_status": ("efficiency_status", None),
     "efficiency_source": ("efficiency_source", None), "assumptions": ("assumptions", None),
 }
-ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions"}
+ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions", "efficiency_band_pct"}
 
 MODEL_COLUMNS = {
     "key": ("key", None), "name": ("name", None), "kind": ("kind", None),
@@ -134,8 +136,10 @@ def _accelerator(row: dict, where: str) -> Accelerator:
     required = set(ACCELERATOR_COLUMNS) - ACCELERATOR_OPTIONAL
     fields = _parse_row(row, ACCELERATOR_COLUMNS, required, where)
     _check_choice(fields["memory_kind"], MEMORY_KINDS, f"{where} column 'memory_kind'")
-    _check_status(fields, ("status", "price_status", "power_status", "network_status",
-                           "efficiency_status"), where)
+    _check_status(fields, ("status", "price_status", "power_status", "network_status"), where)
+    if not fields["efficiency_status"].lower().startswith(EFFICIENCY_STATUS_WORDS):
+        raise UserError(f"{where} column 'efficiency_status': bad status {fields['efficiency_status']!r}; "
+                        f"allowed: starts with one of {', '.join(EFFICIENCY_STATUS_WORDS)}")
     for name in ("compute_efficiency", "bandwidth_efficiency"):
         if not 0 < fields[name] <= 1:
             raise UserError(f"{where} column '{name}': {fields[name]} not in (0, 1]")

@@ -138,13 +138,14 @@ def catalog(
 ) -> None:
     """Print the accelerator and model catalogs: key numbers, status and sources."""
     from fleets.catalog_io import load_catalog
-    from sim.results.report_text import accelerators_text, models_text
+    from sim.results.report_text import accelerators_text, efficiency_text, models_text
 
     with user_errors():
         cat = load_catalog()
     parts = []
     if kind in (CatalogKind.accelerators, CatalogKind.all):
         parts.append(accelerators_text(cat.accelerators_table()))
+        parts.append(efficiency_text(cat.accelerators_table()))
     if kind in (CatalogKind.models, CatalogKind.all):
         parts.append(models_text(cat.models_table()))
     typer.echo("\n\n".join(parts))
@@ -281,22 +282,24 @@ DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1].parent / "shared"
 
 @app.command()
 def validate(
-    out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
-    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", metavar="PATH", help="MLPerf calibration points CSV"),
-    update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted factors into fleets/data/accelerators.csv"),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, loao.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
+    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", "--points", metavar="PATH", help="MLPerf results CSV (v4.x/v5.x format; extra columns ignored)"),
+    fit: bool = typer.Option(True, "--fit/--no-fit", help="--no-fit: predict every row with the shipped catalog (no fit, no cross-validation)"),
+    server: bool = typer.Option(True, "--server/--no-server", help="also predict Server points (exact-engine bisection; slower)"),
+    update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted and transferred factors into fleets/data/accelerators.csv"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
 ) -> None:
-    """Fit eta_c and eta_m per accelerator on MLPerf calibration points; report the error on all points."""
+    """Fit the efficiency model on MLPerf Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip."""
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
     with user_errors():
         started = time.perf_counter()
-        result = run_validation(data)
+        result = run_validation(data, fit=fit, server=server)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         for path in write_outputs(result, out):
             note(f"wrote {path}", quiet)
-        if update_catalog:
+        if update_catalog and fit:
             from fleets.catalog_io import DATA_DIR
 
             note(f"wrote {write_catalog(result.factors, DATA_DIR / 'accelerators.csv')}", quiet)

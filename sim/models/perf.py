@@ -56,7 +56,8 @@ class PerfModel:
         model: catalog entry (parameters, layers, heads, KV bytes per token).
         precision: "bf16", "fp8" or "fp4" (weights and KV cache).
         tp, pp: parallel layout (≥ 1).
-        iteration_overhead_s: fixed time added to every iteration (scheduling, launch).
+        iteration_overhead_s: extra fixed time per iteration on top of the accelerator's
+            fitted ``iteration_overhead_s`` (scheduling, launch), s.
     """
 
     def __init__(
@@ -77,7 +78,7 @@ class PerfModel:
         self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * tp
         self.compute_rate = self.peak_flops * accelerator.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
-        self.overhead_s = iteration_overhead_s
+        self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
         self.weight_bytes = model.weight_bytes(precision)
         self.kv_bytes_per_token = model.kv_bytes_per_token(precision)
         self.linear_flops_per_token = 2.0 * model.active_params

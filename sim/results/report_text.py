@@ -237,6 +237,21 @@ def accelerators_text(df: pd.DataFrame) -> str:
     return f"Accelerators\n{table(headers, rows, right)}\n\nSources\n{sources}"
 
 
+def efficiency_text(df: pd.DataFrame) -> str:
+    """Per accelerator: eta_c, eta_m, fixed iteration overhead, uncertainty band and how
+    they were obtained (calibrated / transferred / spec-only), then each row's source."""
+    headers = ["key", "eta_c", "eta_m", "t0 us", "band", "efficiency status"]
+    rows = [
+        [r["key"], f"{r['compute_efficiency']:.3f}", f"{r['bandwidth_efficiency']:.3f}",
+         f"{r['iteration_overhead_us']:.0f}", _cell(r["efficiency_band_pct"], lambda v: f"+-{v:.0f}%"),
+         str(r["efficiency_status"])]
+        for _, r in df.iterrows()
+    ]
+    right = [1 <= i <= 4 for i in range(len(headers))]
+    sources = "\n".join(f"  {r['key']}: {r['efficiency_source']}" for _, r in df.iterrows())
+    return f"Efficiency (dcsim validate)\n{table(headers, rows, right)}\n\nEfficiency sources\n{sources}"
+
+
 def models_text(df: pd.DataFrame) -> str:
     headers = ["key", "name", "kind", "params B", "active B", "weights bf16 GB", "KV B/token bf16",
                "context", "status"]

@@ -1,5 +1,6 @@
-"""Vidur's H100 profiles reproduce the efficiencies that start the MLPerf fit (the catalog's
-H100 values are now fitted to MLPerf results by `dcsim validate`) and the NVLink latency."""
+"""Vidur's H100 profiles give kernel-level efficiencies (GEMMs alone) that bound the
+end-to-end values `dcsim validate` fits to MLPerf (a serving run adds attention, norms,
+sampling and scheduling on top of the GEMMs), and the NVLink latency."""
 
 import os
 from pathlib import Path
@@ -23,13 +24,12 @@ def require(path: Path) -> Path:
     return path
 
 
-def test_efficiencies_reproduce_the_fit_start_values():
-    from sim.studies.validate import START
-
+def test_kernel_efficiencies_bound_the_end_to_end_fit():
     eta_c, eta_m, details = efficiencies(require(MLP_CSV))
     assert 0 < eta_c <= 1 and 0 < eta_m <= 1
-    assert (round(eta_c, 3), round(eta_m, 3)) == START
-    assert "MLPerf" in load_catalog().accelerator("h100-sxm").efficiency_source
+    h100 = load_catalog().accelerator("h100-sxm")
+    assert "MLPerf" in h100.efficiency_source
+    assert h100.compute_efficiency <= eta_c and h100.bandwidth_efficiency <= eta_m
     assert details["large_rows"] > 0 and details["small_rows"] > 0
 
 
