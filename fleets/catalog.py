@@ -8,6 +8,7 @@ bytes, bytes/s, s, W) in one place.  Every row carries its sources and a status 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -80,6 +81,8 @@ class Accelerator:
     scaleup_bw_bytes_per_s: float
     scaleup_domain_size: int
     scaleup_latency_s: float
+    scaleup_latency_log2_s: float
+    scaleup_bus_efficiency: float
     scaleout_bw_bytes_per_s: float
     scaleout_latency_s: float
     accelerators_per_node: int
@@ -104,6 +107,24 @@ class Accelerator:
     efficiency_status: str
     efficiency_source: str
     assumptions: str
+
+    def allreduce_time_s(self, message_bytes: float, group: int) -> float:
+        """Time of one all-reduce of ``message_bytes`` over ``group`` chips of one scale-up
+        domain, s: ``α0 + α1·log2(n) + 2(n−1)/n · bytes / (η_bus · BW)`` (ring bandwidth
+        term, latency growing with the tree depth); 0 for a group of one.  Fitted to Vidur's
+        H100 NVLink measurements (``network_source``)."""
+        if group <= 1:
+            return 0.0
+        return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
+                + 2.0 * (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
+
+    def allgather_time_s(self, message_bytes: float, group: int) -> float:
+        """Time of one all-gather whose result is ``message_bytes`` over ``group`` chips, s:
+        half an all-reduce's bandwidth term ((n−1)/n · bytes / bus BW) and the same latency."""
+        if group <= 1:
+            return 0.0
+        return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
+                + (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak FLOP/s at ``precision``.

@@ -33,6 +33,8 @@ ACCELERATOR_COLUMNS = {
     "scaleup_gbps_per_dir": ("scaleup_bw_bytes_per_s", GIGA),
     "scaleup_domain_size": ("scaleup_domain_size", int),
     "scaleup_latency_us": ("scaleup_latency_s", MICRO),
+    "scaleup_latency_log2_us": ("scaleup_latency_log2_s", MICRO),
+    "scaleup_bus_efficiency": ("scaleup_bus_efficiency", 1.0),
     "scaleout_gbps_per_dir": ("scaleout_bw_bytes_per_s", GIGA),
     "scaleout_latency_us": ("scaleout_latency_s", MICRO),
     "accelerators_per_node": ("accelerators_per_node", int),
@@ -140,7 +142,7 @@ def _accelerator(row: dict, where: str) -> Accelerator:
     if not fields["efficiency_status"].lower().startswith(EFFICIENCY_STATUS_WORDS):
         raise UserError(f"{where} column 'efficiency_status': bad status {fields['efficiency_status']!r}; "
                         f"allowed: starts with one of {', '.join(EFFICIENCY_STATUS_WORDS)}")
-    for name in ("compute_efficiency", "bandwidth_efficiency"):
+    for name in ("compute_efficiency", "bandwidth_efficiency", "scaleup_bus_efficiency"):
         if not 0 < fields[name] <= 1:
             raise UserError(f"{where} column '{name}': {fields[name]} not in (0, 1]")
     return Accelerator(**fields)

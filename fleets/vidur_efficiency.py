@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.errors import UserError
@@ -100,6 +101,38 @@ def all_reduce_latency_s(all_reduce_csv: str | Path, group: int = ALL_REDUCE_GRO
     return float(rows["time_stats.all_reduce.median"].median()) * 1e-3
 
 
+NVLINK4_BW_BYTES_PER_S = 450e9  # H100 SXM NVLink 4, per direction (catalog row h100-sxm)
+
+
+def all_reduce_fit(all_reduce_csv: str | Path, link_bw_bytes_per_s: float = NVLINK4_BW_BYTES_PER_S) -> dict:
+    """Fit ``t(n, s) = α0 + α1·log2(n) + 2(n−1)/n · s / (η_bus · link_bw)`` to every
+    single-node row (``devices_per_node == num_workers``) of a Vidur ``all_reduce.csv``.
+
+    Median time per (group size n, message s bytes) is fitted by least squares on the
+    relative error (each size counts alike from 2 KiB to 64 MiB).  Returns
+    ``{"alpha0_s", "alpha_log2_s", "bus_efficiency", "median_rel_error", "max_rel_error",
+    "groups"}``.  Raises UserError if the file is missing or has no single-node rows.
+    """
+    path = Path(all_reduce_csv)
+    if not path.is_file():
+        raise UserError(f"vidur_efficiency: file not found: {path}")
+    data = pd.read_csv(path)
+    data = data[data["devices_per_node"] == data["num_workers"]]
+    if data.empty:
+        raise UserError(f"vidur_efficiency: {path}: no single-node all-reduce rows")
+    med = data.groupby(["num_workers", "size"])["time_stats.all_reduce.median"].median().reset_index()
+    n = med["num_workers"].to_numpy(dtype=float)
+    size = med["size"].to_numpy(dtype=float)
+    t_s = med["time_stats.all_reduce.median"].to_numpy() * 1e-3
+    design = np.vstack([np.ones_like(n), np.log2(n), 2 * (n - 1) / n * size]).T / t_s[:, None]
+    coef = np.linalg.lstsq(design, np.ones_like(t_s), rcond=None)[0]
+    rel = np.abs(design @ coef - 1.0)
+    return {"alpha0_s": float(coef[0]), "alpha_log2_s": float(coef[1]),
+            "bus_efficiency": float(1.0 / coef[2] / link_bw_bytes_per_s),
+            "median_rel_error": float(np.median(rel)), "max_rel_error": float(rel.max()),
+            "groups": sorted(int(g) for g in set(n))}
+
+
 def main(argv: list[str]) -> int:
     """CLI: print eta_c, eta_m (and all-reduce latency when a second path is given)."""
     if not argv:
@@ -110,7 +143,11 @@ def main(argv: list[str]) -> int:
     print(f"bandwidth_efficiency {eta_m:.3f}")
     print(f"details {details}")
     if len(argv) > 1:
-        print(f"scaleup_latency_us {all_reduce_latency_s(argv[1]) * 1e6:.1f}")
+        print(f"small-message 8-GPU all-reduce {all_reduce_latency_s(argv[1]) * 1e6:.1f} us")
+        fit = all_reduce_fit(argv[1])
+        print(f"scaleup_latency_us {fit['alpha0_s'] * 1e6:.1f}")
+        print(f"scaleup_latency_log2_us {fit['alpha_log2_s'] * 1e6:.1f}")
+        print(f"scaleup_bus_efficiency {fit['bus_efficiency']:.3f}")
     return 0
 
 

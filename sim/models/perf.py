@@ -10,9 +10,12 @@ Every iteration costs::
   expected distinct experts E·(1 − (1 − k/E)^n) of a batch of n tokens) plus the KV cache
   read and written.
 - t_comm: tensor parallelism does two all-reduces of ``n · hidden`` 16-bit activations per
-  layer over the scale-up link, each ``α + 2(tp−1)/tp · size / β`` (ring bandwidth term,
-  measured small-message latency α); pipeline parallelism pays ``pp − 1`` activation hops,
-  over the scale-up link when the whole replica fits one domain, else over scale-out.
+  layer over the scale-up link, each ``α0 + α1·log2(tp) + 2(tp−1)/tp · size / (η_bus·β)``
+  (:meth:`fleets.catalog.Accelerator.allreduce_time_s`, fitted to Vidur's NVLink
+  all-reduce tables); pipeline parallelism pays ``pp − 1`` activation hops, over the
+  scale-up link when the whole replica fits one domain, else over scale-out.
+- TP must divide the attention heads (UserError otherwise); when TP exceeds the KV heads
+  each shard keeps a copy of one KV head, so KV bytes per token grow by tp / kv_heads.
 - Pipeline stages run one after another for a batch (no micro-batch overlap), so ``pp``
   adds memory capacity, not speed.
 
@@ -28,6 +31,7 @@ import math
 from dataclasses import dataclass
 
 from fleets.catalog import Accelerator, Model
+from sim.errors import UserError
 
 ACTIVATION_BYTES = 2.0  # activations exchanged in 16-bit precision (BF16/FP16)
 
@@ -69,6 +73,7 @@ class PerfModel:
         pp: int = 1,
         iteration_overhead_s: float = 0.0,
     ) -> None:
+        check_tp_divides_heads(model, tp, accelerator.key)
         self.accelerator = accelerator
         self.model = model
         self.precision = precision
@@ -80,7 +85,7 @@ class PerfModel:
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
         self.weight_bytes = model.weight_bytes(precision)
-        self.kv_bytes_per_token = model.kv_bytes_per_token(precision)
+        self.kv_bytes_per_token = model.kv_bytes_per_token(precision) * kv_replication(model, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
@@ -175,6 +180,23 @@ class PerfModel:
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
 
 
+def check_tp_divides_heads(model: Model, tp: int, where: str = "") -> None:
+    """Raise UserError unless ``tp`` divides the model's attention heads (each TP shard runs
+    whole heads; Megatron-style head sharding).  Models without heads pass."""
+    heads = model.heads or 0
+    if tp > 1 and heads and model.kind in ("autoregressive", "diffusion_lm") and heads % tp:
+        allowed = [d for d in range(1, heads + 1) if heads % d == 0]
+        raise UserError(f"{where + ': ' if where else ''}tp={tp} does not divide the {heads} attention heads of "
+                        f"model '{model.key}'; allowed tp: {', '.join(map(str, allowed))}")
+
+
+def kv_replication(model: Model, tp: int) -> float:
+    """KV-cache copies per token across a TP group: tp / kv_heads when tp > kv_heads (each
+    shard needs the KV head its query heads use), else 1."""
+    kv_heads = model.kv_heads or 0
+    return tp / kv_heads if kv_heads and tp > kv_heads else 1.0
+
+
 class _CommModel:
     """Interconnect time of one forward: TP all-reduces and PP activation hops."""
 
@@ -183,10 +205,8 @@ class _CommModel:
         self.pp = pp
         width = (model.hidden or 0) * ACTIVATION_BYTES
         self.allreduces = 2 * model.layers if tp > 1 and model.layers else 0
-        self.ar_alpha_s = accelerator.scaleup_latency_s
-        self.ar_s_per_token = (
-            2.0 * (tp - 1) / tp * width / accelerator.scaleup_bw_bytes_per_s if tp > 1 else 0.0
-        )
+        self.ar_alpha_s = accelerator.allreduce_time_s(0.0, tp)
+        self.ar_s_per_token = accelerator.allreduce_time_s(width, tp) - self.ar_alpha_s if tp > 1 else 0.0
         within_domain = tp * pp <= accelerator.scaleup_domain_size
         self.hops = pp - 1
         if within_domain:

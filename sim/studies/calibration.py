@@ -201,12 +201,6 @@ def _unexpressed_reason(row: pd.Series) -> str:
     if row.get("precision", "") and row["precision"].strip().lower() not in PRECISION_SPELLINGS:
         return (f"precision {row['precision']!r} is not modelled; allowed: "
                 f"{', '.join(sorted(PRECISION_SPELLINGS))}")
-    from sim.studies.mlperf import BENCHMARKS  # noqa: PLC0415  (mlperf imports this module)
-
-    if MODEL_KEYS[row["model"]] not in BENCHMARKS:
-        return (f"no workload statistics: benchmark {row['model']!r} maps to model "
-                f"{MODEL_KEYS[row['model']]!r} but its dataset lengths and Server bounds are not in "
-                f"sim/studies/mlperf.py BENCHMARKS")
     return ""
 
 

@@ -116,7 +116,8 @@ def length_dist(mean: float, cap: float) -> LognormalDist:
 
 
 def choose_layout(point: Point, catalog: Catalog) -> Layout:
-    """The smallest TP (a divisor of the system's chips, within a scale-up domain) whose
+    """The smallest TP (a divisor of the system's chips and of the model's attention heads,
+    within a scale-up domain: up to 72 on an NVL72 rack) whose
     replica holds the weights plus KV cache for :data:`KV_BUDGET_BATCH` sequences of mean
     length at 90 % memory utilisation; the largest such TP if none does. SDXL: one
     replica per chip (MLPerf submitters run data-parallel UNets)."""
@@ -126,7 +127,9 @@ def choose_layout(point: Point, catalog: Catalog) -> Layout:
     model = catalog.model(point.model)
     bench = BENCHMARKS[point.model]
     kv = KV_BUDGET_BATCH * (bench.input_mean + bench.output_mean) * model.kv_bytes_per_token(point.precision)
-    options = [tp for tp in (1, 2, 4, 8) if point.count % tp == 0 and tp <= acc.scaleup_domain_size]
+    heads = model.heads or 1
+    options = [tp for tp in range(1, min(point.count, acc.scaleup_domain_size) + 1)
+               if point.count % tp == 0 and heads % tp == 0]
     for tp in options:
         if tp * acc.memory_bytes * 0.9 - model.weight_bytes(point.precision) >= kv:
             return Layout(tp, point.count // tp)

@@ -46,7 +46,7 @@ from scipy.optimize import least_squares
 from fleets.catalog import Catalog
 from fleets.catalog_io import load_catalog
 from sim.studies.calibration import Point, read_points
-from sim.studies.mlperf import predict
+from sim.studies.mlperf import BENCHMARKS, predict
 
 ETA_MIN = 0.02
 OVERHEAD_MAX_S = 0.02
@@ -285,6 +285,28 @@ def _source_text(f: Factors, fit: Fit) -> str:
     return " | ".join(parts) + f" | t_0 {fit.overhead_s * 1e6:.0f} us shared, fitted on {fit.points} Offline points"
 
 
+def _unexpressed_row(p: Point, reason: str) -> dict:
+    return {"system": p.system, "mlperf_accelerator": p.mlperf_accelerator, "count": p.count,
+            "benchmark": p.benchmark, "scenario": p.scenario, "metric": p.metric, "measured": p.measured,
+            "source": p.source, "reason": reason}
+
+
+def split_unsimulated(points: list[Point], unexpressed: pd.DataFrame) -> tuple[list[Point], pd.DataFrame]:
+    """Move points whose benchmark has no workload statistics in
+    :data:`sim.studies.mlperf.BENCHMARKS` to the unexpressed table, with the reason."""
+    keep, extra = [], []
+    for p in points:
+        if p.model in BENCHMARKS:
+            keep.append(p)
+        else:
+            extra.append(_unexpressed_row(p, f"no workload statistics: benchmark {p.benchmark!r} maps to model "
+                                             f"{p.model!r} but its dataset lengths and Server bounds are not in "
+                                             f"sim/studies/mlperf.py BENCHMARKS"))
+    if extra:
+        unexpressed = pd.concat([unexpressed, pd.DataFrame(extra)], ignore_index=True)
+    return keep, unexpressed
+
+
 def validate(data_path: str | Path, catalog: Catalog | None = None, fit: bool = True,
              server: bool = True) -> Validation:
     """In-sample fit, leave-one-accelerator-out table and predictions of every point.
@@ -298,11 +320,9 @@ def validate(data_path: str | Path, catalog: Catalog | None = None, fit: bool = 
     """
     catalog = catalog or load_catalog()
     points, unexpressed = read_points(data_path)
+    points, unexpressed = split_unsimulated(points, unexpressed)
     chosen = points if server else [p for p in points if p.scenario == "Offline"]
-    skipped = [{"system": p.system, "mlperf_accelerator": p.mlperf_accelerator, "count": p.count,
-                "benchmark": p.benchmark, "scenario": p.scenario, "metric": p.metric, "measured": p.measured,
-                "source": p.source, "reason": "Server point skipped (--no-server)"}
-               for p in points if p not in chosen]
+    skipped = [_unexpressed_row(p, "Server point skipped (--no-server)") for p in points if p not in chosen]
     if skipped:
         unexpressed = pd.concat([unexpressed, pd.DataFrame(skipped)], ignore_index=True)
     if not fit:

@@ -15,6 +15,7 @@ from fleets.catalog_io import load_catalog
 from sim.cli import app
 from sim.studies import mlperf
 from sim.studies.calibration import read_points
+from sim.studies.validate import split_unsimulated
 from shared_data import SHARED_DATA, require_file
 
 CALIBRATION = SHARED_DATA / "reference" / "calibration_points.csv"
@@ -118,7 +119,7 @@ def test_reading_v5_spellings_precision_and_reasons(tmp_path):
                         for s, a, c, m, sc, me, v, pr in rows]
     path = tmp_path / "points.csv"
     path.write_text("\n".join(lines) + "\n")
-    points, unexpressed = read_points(path)
+    points, unexpressed = split_unsimulated(*read_points(path))
     got = {(p.system, p.accelerator, p.model, p.precision) for p in points}
     assert got == {
         ("A/8xH100", "h100-sxm", "llama-2-70b", "fp8"),  # -99.9 duplicate dropped
