@@ -18,6 +18,8 @@ Every iteration costs::
   each shard keeps a copy of one KV head, so KV bytes per token grow by tp / kv_heads.
 - Pipeline stages run one after another for a batch (no micro-batch overlap), so ``pp``
   adds memory capacity, not speed.
+- SRAM parts (memory_kind ``sram``) add the latency of the layer chain across their chips
+  or wafers to every iteration (:mod:`sim.models.sram`).
 
 Arithmetic intensity (FLOP/byte) of AR decode at batch b is ≈ b / bytes-per-param, far
 below the ridge point peak/BW (≈ 295 FLOP/byte for an H100 in BF16): the memory wall.
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 from fleets.catalog import Accelerator, Model
 from sim.errors import UserError
+from sim.models.sram import pipeline_latency_s
 
 ACTIVATION_BYTES = 2.0  # activations exchanged in 16-bit precision (BF16/FP16)
 
@@ -84,12 +87,16 @@ class PerfModel:
         self.compute_rate = self.peak_flops * accelerator.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
+        if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
+            self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
         self.weight_bytes = model.weight_bytes(precision)
         self.kv_bytes_per_token = model.kv_bytes_per_token(precision) * kv_replication(model, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
         self._comm = _CommModel(accelerator, model, tp, pp)
+        if accelerator.memory_kind == "sram":  # the chain latency above already has the hops
+            self._comm.hops = 0
         self._lines: dict[int, DecodeLine] = {}
 
     @property
