@@ -95,8 +95,9 @@ class PerfModel:
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
         self._comm = _CommModel(accelerator, model, tp, pp)
-        if accelerator.memory_kind == "sram":  # the chain latency above already has the hops
+        if accelerator.memory_kind == "sram":  # the chain latency above has the hops and TP reductions
             self._comm.hops = 0
+            self._comm.allreduces = 0
         self._lines: dict[int, DecodeLine] = {}
 
     @property

@@ -67,3 +67,9 @@ def test_engine_perf_model_pays_the_layer_chain():
 def test_hbm_part_is_refused():
     with pytest.raises(UserError, match="memory_kind 'sram'"):
         single_stream(CAT.accelerator("h100-sxm"), CAT.model("llama-3-8b"), "bf16")
+
+
+def test_groq_engine_layout_matches_the_published_rate():
+    """600 chips as TP 8 x PP 75 in the engine: the chain latency replaces GPU all-reduces."""
+    perf = PerfModel(CAT.accelerator("groq-lpu"), CAT.model("llama-2-70b"), "bf16", tp=8, pp=75)
+    assert 1 / perf.decode_time_s(1, 1000) == pytest.approx(300.0, rel=TOLERANCE)
