@@ -32,6 +32,19 @@ ACTIVATION_VALUES_PER_TOKEN_CHANNEL = 24.0
 ACTIVATION_BYTES_PER_VALUE = 2.0
 
 
+def default_kv_precision(weights: str) -> str:
+    """KV-cache precision when a scenario does not set one: the weights' precision, except
+    FP4 weights keep an FP8 KV cache (production NVFP4 serving, e.g. TensorRT-LLM's FP4
+    checkpoints, quantises weights to FP4 and the KV cache to FP8 only)."""
+    return "fp8" if weights == "fp4" else weights
+
+
+def default_attention_precision(kv: str) -> str:
+    """Attention-math precision when not set: the KV cache's (FP8 attention kernels read an
+    FP8 cache at FP8, e.g. FlashAttention-3 / TensorRT-LLM FP8 FMHA; a BF16 cache runs BF16)."""
+    return kv
+
+
 def check_precision(precision: str, where: str = "") -> str:
     """Return ``precision`` if it is one of :data:`PRECISIONS`, else raise UserError."""
     if precision not in PRECISIONS:
@@ -128,20 +141,26 @@ class Accelerator:
         return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
                 + (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
 
-    def peak_flops(self, precision: str) -> float:
-        """Dense peak FLOP/s at ``precision``.
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """Precisions this part has a published dense peak for (math runs only at these)."""
+        rates = {"bf16": self.peak_bf16_flops, "fp8": self.peak_fp8_flops, "fp4": self.peak_fp4_flops}
+        return tuple(p for p in PRECISIONS if rates[p] is not None)
 
-        A part without a native rate for fp8 (fp4) runs it at the next wider precision's
-        rate: fp4 -> fp8 -> bf16 (weights are stored narrow, math is done wide).
-        Raises UserError for a precision outside :data:`PRECISIONS`.
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak FLOP/s of math at ``precision``.
+
+        Raises UserError for a precision outside :data:`PRECISIONS` and for one this part
+        has no published peak for (e.g. fp8 on a TPU v5e or a Cerebras WSE-3): dcsim does
+        not invent a rate; run that tensor at one of :attr:`precisions`.
         """
         check_precision(precision, f"accelerator '{self.key}'")
         rates = {"bf16": self.peak_bf16_flops, "fp8": self.peak_fp8_flops,
                  "fp4": self.peak_fp4_flops}
-        for name in PRECISIONS[PRECISIONS.index(precision)::-1]:
-            if rates[name] is not None:
-                return rates[name]
-        raise AssertionError("bf16 rate is always set")
+        if rates[precision] is None:
+            raise UserError(f"accelerator '{self.key}' has no {precision} peak; "
+                            f"allowed precisions: {', '.join(self.precisions)}")
+        return rates[precision]
 
     @property
     def node_power_w(self) -> float:

@@ -191,7 +191,11 @@ class PoolConfig(_Strict):
     replicas: int = Field(ge=1, le=100_000)
     tp: int = Field(1, ge=1, le=4096, description="tensor-parallel degree")
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
-    precision: Literal["bf16", "fp8", "fp4"] = "fp8"
+    precision: Literal["bf16", "fp8", "fp4"] = Field("fp8", description="weights and linear-layer math")
+    kv_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
+        None, description="KV cache; default: the weights', FP8 under FP4 weights (production FP4 serving)")
+    attention_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
+        None, description="attention math; default: the KV cache's; refused on a part without that peak")
     max_batch: int = Field(256, ge=1, le=65_536, description="max concurrent sequences/samples")
     max_prefill_tokens: int = Field(8192, ge=1, description="token budget of one iteration")
     kv_block_tokens: int = Field(16, ge=1, le=1024)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fleets.catalog import Accelerator, Model
+from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision
 from sim.errors import UserError
 from sim.models.sram import pipeline_latency_s
 
@@ -61,7 +61,11 @@ class PerfModel:
         accelerator: catalog entry (peak FLOP/s, memory bandwidth, efficiencies η_c, η_m,
             scale-up/scale-out links).
         model: catalog entry (parameters, layers, heads, KV bytes per token).
-        precision: "bf16", "fp8" or "fp4" (weights and KV cache).
+        precision: "bf16", "fp8" or "fp4": weights and the linear layers' math.
+        kv_precision: KV-cache storage (default :func:`fleets.catalog.default_kv_precision`:
+            the weights', FP8 under FP4 weights).
+        attention_precision: attention math (default: the KV cache's).  A part without a
+            peak for the weights' or attention precision raises UserError.
         tp, pp: parallel layout (≥ 1).
         iteration_overhead_s: extra fixed time per iteration on top of the accelerator's
             fitted ``iteration_overhead_s`` (scheduling, launch), s.
@@ -75,6 +79,8 @@ class PerfModel:
         tp: int = 1,
         pp: int = 1,
         iteration_overhead_s: float = 0.0,
+        kv_precision: str | None = None,
+        attention_precision: str | None = None,
     ) -> None:
         check_tp_divides_heads(model, tp, accelerator.key)
         self.accelerator = accelerator
@@ -82,7 +88,10 @@ class PerfModel:
         self.precision = precision
         self.tp = tp
         self.pp = pp
+        self.kv_precision = kv_precision or default_kv_precision(precision)
+        self.attention_precision = attention_precision or default_attention_precision(self.kv_precision)
         self.peak_flops = accelerator.peak_flops(precision) * tp
+        attention_peak = accelerator.peak_flops(self.attention_precision) * tp
         self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * tp
         self.compute_rate = self.peak_flops * accelerator.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
@@ -90,9 +99,11 @@ class PerfModel:
         if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
             self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
         self.weight_bytes = model.weight_bytes(precision)
-        self.kv_bytes_per_token = model.kv_bytes_per_token(precision) * kv_replication(model, tp)
+        self.kv_bytes_per_token = model.kv_bytes_per_token(self.kv_precision) * kv_replication(model, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
+        # attention FLOP cost time at the attention peak: priced as linear-rate FLOP x this
+        self.attn_time_weight = self.peak_flops / attention_peak
         self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
         self._comm = _CommModel(accelerator, model, tp, pp)
         if accelerator.memory_kind == "sram":  # the chain latency above has the hops and TP reductions
@@ -141,7 +152,7 @@ class PerfModel:
     def _decode_line(self, batch: int) -> DecodeLine:
         return DecodeLine(
             c0=self.linear_flops_per_token * batch / self.compute_rate,
-            c1=self.attn_flops_per_pair / self.compute_rate,
+            c1=self.attn_flops_per_pair * self.attn_time_weight / self.compute_rate,
             m0=self.weight_bytes_read(batch) / self.mem_rate,
             m1=self.kv_bytes_per_token / self.mem_rate,
             k=self._comm.time_s(batch) + self.overhead_s,
@@ -155,11 +166,9 @@ class PerfModel:
 
     def decode_time_s(self, batch: int, context_tokens: float) -> float:
         """One decode iteration: ``batch`` sequences whose contexts sum to ``context_tokens``."""
-        return self.time_s(
-            self.decode_flops(batch, context_tokens),
-            self.decode_bytes(batch, context_tokens),
-            batch,
-        )
+        flops_at_linear_rate = (self.linear_flops_per_token * batch
+                                + self.attn_flops_per_pair * self.attn_time_weight * context_tokens)
+        return self.time_s(flops_at_linear_rate, self.decode_bytes(batch, context_tokens), batch)
 
     def prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
         """FLOP of prefilling prompts with Σn = new_tokens and Σn² = new_tokens_sq (causal
@@ -181,7 +190,9 @@ class PerfModel:
         flops += self.linear_flops_per_token * batch
         kv_tokens = context_tokens + new_tokens + 2 * copied_tokens  # a copy reads and writes
         bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens
-        return self.time_s(flops, bytes_moved, tokens), flops, bytes_moved
+        attn_flops = 0.5 * self.attn_flops_per_pair * new_tokens_sq + self.attn_flops_per_pair * context_tokens
+        timed = flops + (self.attn_time_weight - 1.0) * attn_flops
+        return self.time_s(timed, bytes_moved, tokens), flops, bytes_moved
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
         """Prefill of one prompt alone, s (the TTFT floor of an idle replica)."""

@@ -68,11 +68,14 @@ def test_node_overhead_from_dgx_system_power():
     assert CATALOG.accelerator("b200").node_power_w == pytest.approx(14_300)
 
 
-def test_peak_flops_falls_back_to_wider_precision():
+def test_peak_flops_refuses_a_precision_without_a_published_peak():
     h100 = CATALOG.accelerator("h100-sxm")
     assert h100.peak_flops("fp8") == pytest.approx(1979e12)
-    assert h100.peak_flops("fp4") == pytest.approx(1979e12)
-    assert CATALOG.accelerator("tpu-v5e").peak_flops("fp4") == pytest.approx(197e12)
+    assert h100.precisions == ("bf16", "fp8")
+    with pytest.raises(UserError, match="'h100-sxm' has no fp4 peak; allowed precisions: bf16, fp8"):
+        h100.peak_flops("fp4")
+    with pytest.raises(UserError, match="allowed precisions: bf16$"):
+        CATALOG.accelerator("tpu-v5e").peak_flops("fp4")
     assert CATALOG.accelerator("b200").peak_flops("fp4") == pytest.approx(9000e12)
 
 
