@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import os
 from pathlib import Path
 
 from sim.errors import UserError
@@ -198,17 +199,60 @@ def _load(directory: Path) -> Catalog:
     return catalog
 
 
+# An accelerator overlay CSV (``dcsim calibrate --out``, ``--catalog OVERLAY``): its path in
+# this environment variable applies to every default catalog load of this process and of
+# the worker processes it starts (sweeps, dashboards).
+OVERLAY_ENV = "DCSIM_CATALOG_OVERLAY"
+
+
 @functools.cache
-def _default_catalog() -> Catalog:
-    return _load(DATA_DIR)
+def _default_catalog(overlay: str = "") -> Catalog:
+    catalog = _load(DATA_DIR)
+    return apply_overlay(catalog, Path(overlay)) if overlay else catalog
+
+
+def apply_overlay(catalog: Catalog, path: Path) -> Catalog:
+    """``catalog`` with the accelerator rows of the overlay CSV at ``path`` laid over it.
+
+    An overlay row names a ``key`` and any subset of the accelerator columns; a key already
+    in the catalog keeps its other columns, a new key must give every required column.
+
+    Raises:
+        UserError: missing file, no ``key`` column, unknown column, or a bad value (file,
+        line, column named)."""
+    rows = _read_rows(path)
+    with path.open(newline="", encoding="utf-8") as handle:
+        columns = next(csv.reader(handle), [])
+    unknown = [c for c in columns if c not in ACCELERATOR_COLUMNS]
+    if "key" not in columns or unknown:
+        raise UserError(f"{path}: {'unknown column(s) ' + ', '.join(unknown) if unknown else 'no key column'}; "
+                        f"allowed: {', '.join(ACCELERATOR_COLUMNS)}")
+    base = _read_rows(DATA_DIR / "accelerators.csv")
+    shipped = {row["key"]: row for _, row in base}
+    accelerators = dict(catalog.accelerators)
+    for where, row in rows:
+        given = {k: v for k, v in row.items() if k in ACCELERATOR_COLUMNS and (v or "").strip()}
+        merged = {**shipped.get(given.get("key", ""), {}), **given}
+        accelerators[merged.get("key", "")] = _accelerator(merged, f"{path.name}: {where}")
+    return Catalog(accelerators=accelerators, models=catalog.models)
+
+
+def use_overlay(path: Path | None) -> None:
+    """Make every later default :func:`load_catalog` (here and in child processes) apply the
+    overlay at ``path`` (None: the shipped catalog).  Raises UserError on a bad overlay."""
+    if path is None:
+        os.environ.pop(OVERLAY_ENV, None)
+        return
+    _default_catalog(str(Path(path).resolve()))  # validate now: a bad file fails before any run
+    os.environ[OVERLAY_ENV] = str(Path(path).resolve())
 
 
 def load_catalog(path_dir=None) -> Catalog:
     """Load ``accelerators.csv`` and ``models.csv`` from ``path_dir`` (not cached) or from
-    the package data ``fleets/data/`` (cached).
+    the package data ``fleets/data/`` (cached), with the overlay of :func:`use_overlay`.
 
     Raises:
         UserError: naming file, line, column and value on a malformed row."""
     if path_dir is None:
-        return _default_catalog()
+        return _default_catalog(os.environ.get(OVERLAY_ENV, ""))
     return _load(Path(path_dir))

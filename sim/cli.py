@@ -99,6 +99,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or notes on stderr"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (one row per fleet) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
+    catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
     from sim.results.export import check_replaceable, write_results
@@ -107,6 +108,7 @@ def run(
     from sim.results.tables import run_scenario
 
     with user_errors():
+        _use_overlay(catalog_overlay)
         scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), trace, seed, duration_s)
         if out is not None:
             check_replaceable(out.absolute())
@@ -182,12 +184,14 @@ def sweep(
     strict: bool = typer.Option(False, "--strict", help="exit 1 if any point failed"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (per point × fleet, with headroom) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each point's load headroom by re-simulation"),
+    catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
     from sim.studies.sweep import run_sweep
     from sim.studies.sweep_spec import load_sweep
 
     with user_errors():
+        _use_overlay(catalog_overlay)
         spec = load_sweep(sweep_path)
         note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {len(spec.seeds)} seed(s))")
         report = run_sweep(spec, out, workers=workers, dask=dask, headroom=planner is not None and headroom)
@@ -243,12 +247,14 @@ def plan(
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="write plan.csv and the planned scenario(s) to DIR"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="write the planner CSV of the chosen and single-type fleets to FILE"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
     from sim.studies.planner import load_plan, run_plan, write_plan
     from sim.studies.planner_report import plan_text
 
     with user_errors():
+        _use_overlay(catalog_overlay)
         spec = load_plan(plan_path)
         started = time.perf_counter()
         result = run_plan(spec, log=None if quiet else note)
@@ -304,6 +310,29 @@ def validate(
 
             note(f"wrote {write_catalog(result.factors, DATA_DIR / 'accelerators.csv')}", quiet)
     typer.echo(summary_text(result), nl=False)
+
+
+def _use_overlay(path: Optional[Path]) -> None:
+    if path is not None:
+        from fleets.catalog_io import use_overlay
+
+        use_overlay(path)
+
+
+@app.command()
+def calibrate(
+    points: Path = typer.Argument(..., metavar="POINTS", help="your measurements, in the MLPerf results CSV format (extra columns ignored)"),
+    out: Path = typer.Option(..., "--out", metavar="OVERLAY", help="write the fitted accelerator rows (an overlay for --catalog) to this CSV"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+) -> None:
+    """Fit eta_c, eta_m (and the shared t_0) of the accelerators in POINTS; write a catalog overlay."""
+    from sim.studies.validate import calibrate_overlay
+    from sim.studies.validate_report import write_overlay
+
+    with user_errors():
+        table, text = calibrate_overlay(points)
+        note(f"wrote {write_overlay(table, out)}", quiet)
+    typer.echo(text, nl=False)
 
 
 # --- entry point --------------------------------------------------------------------

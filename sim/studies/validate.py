@@ -45,6 +45,7 @@ from scipy.optimize import least_squares
 
 from fleets.catalog import Catalog
 from fleets.catalog_io import load_catalog
+from sim.errors import UserError
 from sim.studies.calibration import Point, read_points
 from sim.studies.mlperf import BENCHMARKS, predict
 
@@ -339,3 +340,40 @@ def validate(data_path: str | Path, catalog: Catalog | None = None, fit: bool = 
                             if not loao_points.empty else loao_points)
     return Validation(points=table, factors=factors, unexpressed=unexpressed, summary=summarize(table),
                       loao=summarize(loao_points), loao_points=loao_points, fit=fitted)
+
+
+def calibrate_overlay(points_path: str | Path, catalog: Catalog | None = None) -> tuple[pd.DataFrame, str]:
+    """Fit the chips measured in ``points_path`` (Offline points, same CSV format as
+    MLPerf's) and return (overlay rows, text report).  The overlay holds only the fitted
+    chips' efficiency columns, to lay over the shipped catalog with ``--catalog``.
+
+    Raises:
+        UserError: the file is missing or malformed, or it has no Offline point dcsim can
+        express (the reasons are listed)."""
+    catalog = catalog or load_catalog()
+    points, unexpressed = split_unsimulated(*read_points(points_path))
+    offline = [p for p in points if p.scenario == "Offline"]
+    if not offline:
+        reasons = "; ".join(sorted(set(unexpressed["reason"]))) if not unexpressed.empty else "the file has no rows"
+        raise UserError(f"{points_path}: no Offline point dcsim can express ({reasons})")
+    fit = fit_model(offline, catalog)
+    chips = sorted({p.accelerator for p in offline})
+    rows = []
+    for key in chips:
+        f = fit.factors[key]
+        rows.append({"key": key, "compute_efficiency": round(f.compute_efficiency, 3),
+                     "bandwidth_efficiency": round(f.bandwidth_efficiency, 3),
+                     "iteration_overhead_us": round(fit.overhead_s * 1e6, 1), "efficiency_band_pct": "",
+                     "efficiency_status": f"{f.status}: eta_c {f.compute_status}, eta_m {f.bandwidth_status} (dcsim calibrate)",
+                     "efficiency_source": f"dcsim calibrate {Path(points_path).name}: " + _source_text(f, fit)})
+    table = pd.DataFrame(_prediction_rows(offline, with_fit(catalog, fit), "in-sample"))
+    lines = [f"fitted {len(chips)} accelerator(s) on {len(offline)} Offline point(s); t_0 {fit.overhead_s * 1e6:.0f} us"]
+    for r in rows:
+        lines.append(f"  {r['key']:<14} eta_c {r['compute_efficiency']:.3f}  eta_m {r['bandwidth_efficiency']:.3f}  "
+                     f"{r['efficiency_status']}")
+    a = table["error_pct"].abs()
+    lines.append(f"in-sample |error|: median {a.median():.1f}%, max {a.max():.1f}% over {len(table)} point(s)")
+    if not unexpressed.empty:
+        lines.append(f"not expressible: {len(unexpressed)} row(s)")
+        lines += [f"  {r.system} {r.benchmark} {r.scenario}: {r.reason}" for r in unexpressed.itertuples()]
+    return pd.DataFrame(rows), "\n".join(lines) + "\n"

@@ -130,3 +130,9 @@ def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
     writer.writeheader()
     writer.writerows(rows)
     return write_file_atomic(path, lambda p: p.write_text(buffer.getvalue(), encoding="utf-8"))
+
+
+def write_overlay(rows: pd.DataFrame, path: Path) -> Path:
+    """Write ``dcsim calibrate``'s overlay rows (key + efficiency columns) atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_file_atomic(path, lambda p: write_csv(rows, p))
