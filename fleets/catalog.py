@@ -290,6 +290,14 @@ class Catalog:
         """The model ``key``; UserError naming ``where`` and the allowed keys."""
         return _lookup(self.models, key, "model", where)
 
+    def band_pct(self, keys) -> float | None:
+        """Uncertainty band (±%) of a prediction on accelerators ``keys``: the widest
+        ``efficiency_band_pct`` among them (transferred rows); None when every one is
+        calibrated.  Unknown keys raise UserError."""
+        bands = [self.accelerator(k).efficiency_band_pct for k in keys]
+        bands = [b for b in bands if b is not None]
+        return max(bands) if bands else None
+
     def accelerators_table(self) -> pd.DataFrame:
         """Key numbers per accelerator in human units (unit in each column name)."""
         return pd.DataFrame([_accelerator_row(a) for a in self.accelerators.values()]).convert_dtypes()

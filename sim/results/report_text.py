@@ -182,6 +182,20 @@ def _intensity(p: pd.Series) -> str:
     return f"{human(ai)} / {human(ridge)} ({'compute' if ai >= ridge else 'memory'})"
 
 
+def _band_line(pools: pd.DataFrame) -> str:
+    """How sure the fleet's latency, throughput and cost are (catalog efficiency status)."""
+    from fleets.catalog_io import load_catalog
+
+    catalog = load_catalog()
+    keys = sorted(set(pools["accelerator"])) if "accelerator" in pools.columns else []
+    band = catalog.band_pct(keys)
+    if band is None:
+        return "calibrated accelerators (MLPerf fit): no transfer band"
+    moved = [k for k in keys if catalog.accelerator(k).efficiency_band_pct is not None]
+    return (f"+-{band:.0f}% on latency, throughput and cost ({', '.join(moved)}: efficiency transferred, "
+            f"not measured; dcsim catalog)")
+
+
 def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
     """One fleet: hardware and money on top, then a row per pool."""
     lines = [
@@ -190,6 +204,7 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
         f"  capex          {usd(fleet['capex_usd'])}",
         f"  opex           {usd(fleet['opex_usd_per_month'])}/month",
         f"  IT power       {human(fleet['it_power_max_kw'])} kW max, {human(fleet['it_power_avg_kw'])} kW average",
+        f"  perf model     {_band_line(pools)}",
     ]
     headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
                "HBM mean/peak", "FLOP/byte vs ridge"]
