@@ -336,6 +336,8 @@ def validate(data_path: str | Path, catalog: Catalog | None = None, fit: bool = 
         loao_points = pd.concat([loao_points, pooled.assign(group="leave-one-accelerator-out (pooled rule)")])
     fitted_catalog = with_fit(catalog, fitted)
     table = pd.DataFrame(_prediction_rows(chosen, fitted_catalog, "in-sample"))
+    if not table.empty:  # Server points are predicted with the Offline fit, never fitted
+        table.loc[table["scenario"] != "Offline", "group"] = "predicted (Server, not fitted)"
     factors = factors_table(fitted, catalog, loao_points[loao_points["group"] == "leave-one-accelerator-out"]
                             if not loao_points.empty else loao_points)
     return Validation(points=table, factors=factors, unexpressed=unexpressed, summary=summarize(table),

@@ -37,8 +37,10 @@ def _pooled_lines(table: pd.DataFrame, label: str) -> list[str]:
 def summary_text(v: Validation) -> str:
     """In-sample and leave-one-accelerator-out errors, the efficiency table (every catalog
     chip: η's, status, band) and the unexpressed points with their reasons."""
-    lines = _error_lines(v.summary, f"{v.points['group'].iloc[0] if not v.points.empty else 'no'} points "
-                         f"({len(v.points)}): |error| = |predicted - measured| / measured")
+    lines = []
+    for group, part in v.summary.groupby("group", sort=False):
+        lines += _error_lines(part, f"{group} points ({int(part['points'].sum())}): "
+                                    f"|error| = |predicted - measured| / measured")
     lines += _pooled_lines(v.points, v.points["group"].iloc[0] if not v.points.empty else "")
     lines.append("")
     if not v.loao_points.empty:
