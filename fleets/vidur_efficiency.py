@@ -65,8 +65,15 @@ def _totals(rows: pd.DataFrame, tp: int) -> tuple[float, float, float]:
     return flop, weight_bytes, seconds
 
 
-def efficiencies(mlp_csv: str | Path, tp: int = 1) -> tuple[float, float, dict]:
-    """(eta_c, eta_m, details) from a Vidur H100 ``mlp.csv``; dimensionless fractions.
+A100_PEAK_BF16_FLOPS = 312e12  # NVIDIA A100 SXM4 80GB datasheet (dense BF16); Vidur's A100 assumed 80 GB SXM
+A100_MEMORY_BW_BYTES_PER_S = 2.039e12  # same datasheet (HBM2e)
+
+
+def efficiencies(mlp_csv: str | Path, tp: int = 1, peak_flops: float = H100_PEAK_BF16_FLOPS,
+                 memory_bw_bytes_per_s: float = H100_MEMORY_BW_BYTES_PER_S) -> tuple[float, float, dict]:
+    """(eta_c, eta_m, details) from a Vidur ``mlp.csv`` of a GPU with the given peaks
+    (default H100 SXM); dimensionless fractions.  The A100 tables with the A100 peaks give
+    the generation-to-generation change of kernel efficiency (small: see the tests).
 
     Raises UserError if the file is missing or lacks rows for ``tp`` in either regime.
     """
@@ -81,8 +88,8 @@ def efficiencies(mlp_csv: str | Path, tp: int = 1) -> tuple[float, float, dict]:
         raise UserError(f"vidur_efficiency: {path}: no rows for tp={tp}; allowed: 1, 2, 4, 8")
     flop, _, t_large_s = _totals(large, tp)
     _, weight_bytes, t_small_s = _totals(small, tp)
-    eta_c = flop / t_large_s / H100_PEAK_BF16_FLOPS
-    eta_m = weight_bytes / t_small_s / H100_MEMORY_BW_BYTES_PER_S
+    eta_c = flop / t_large_s / peak_flops
+    eta_m = weight_bytes / t_small_s / memory_bw_bytes_per_s
     details = {"tp": tp, "large_rows": len(large), "small_rows": len(small),
                "achieved_flops": float(flop / t_large_s),
                "achieved_bytes_per_s": float(weight_bytes / t_small_s)}

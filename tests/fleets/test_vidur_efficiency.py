@@ -47,3 +47,15 @@ def test_all_reduce_fit_reproduces_catalog():
 def test_cli_prints_numbers(capsys):
     assert main([str(require(MLP_CSV))]) == 0
     assert "compute_efficiency 0.688" in capsys.readouterr().out
+
+
+def test_generation_changes_kernel_efficiency_little():
+    """Why the transfer rule has no generation term: Vidur's A100 and H100 GEMM tables of
+    the same Llama-2-70B layer give kernel efficiencies within 15 % of each other."""
+    from fleets.vidur_efficiency import A100_MEMORY_BW_BYTES_PER_S, A100_PEAK_BF16_FLOPS
+
+    a100_csv = require(VIDUR / "compute" / "a100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv")
+    h100 = efficiencies(require(MLP_CSV))
+    a100 = efficiencies(a100_csv, peak_flops=A100_PEAK_BF16_FLOPS, memory_bw_bytes_per_s=A100_MEMORY_BW_BYTES_PER_S)
+    assert a100[0] == pytest.approx(h100[0], rel=0.15)
+    assert a100[1] == pytest.approx(h100[1], rel=0.15)
