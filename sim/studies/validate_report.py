@@ -88,7 +88,8 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel(f"measured (MLPerf), {label}")
         ax.set_ylabel(f"predicted (dcsim), {label}")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("dcsim vs MLPerf Inference v4.x (filled: calibration, hollow: held-out)")
     fig.tight_layout()
