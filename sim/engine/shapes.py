@@ -17,7 +17,8 @@ pipeline stage it belongs to (:data:`STAGE_CODES`), which decides the pool it ru
   re-scored, up to ``retry_budget`` times (its draws are made per request, up front).
   Without failures the denoiser runs k·N − (k−1)·s sample-steps, i.e. the multiplier
   m = k − (k−1)·s/N of one trajectory; each failure adds r.
-- diffusion LM: a prefill phase (one forward over the prompt, which fills the KV cache),
+- diffusion LM: a prefill phase (one forward over the prompt with bidirectional attention,
+  n² query-key pairs, which fills the KV cache),
   then one phase of S steps per block of L tokens, attending to the committed context
   (read from the KV cache) and to the block itself. The first block is the first output.
 """
@@ -193,7 +194,10 @@ def diffusion_lm_phases(workload, perf: PerfModel, req: Request) -> tuple[list[t
     pair = perf.attn_flops_per_pair
     linear = perf.linear_flops_per_token
     act = perf.model.activation_bytes_per_sample or 0.0
-    phases = [(1, 1, perf.prefill_flops(prompt, float(prompt) ** 2), kv * prompt, prompt, False, act, PREFILL)]
+    # bidirectional attention (LLaDA-style masked diffusion): every prompt token attends to
+    # every other, n² pairs, not the causal n²/2 of an autoregressive prefill
+    prefill_flops = linear * prompt + pair * float(prompt) ** 2
+    phases = [(1, 1, prefill_flops, kv * prompt, prompt, False, act, PREFILL)]
     for i in range(blocks):
         context = prompt + i * block
         flops = linear * block + pair * block * (context + block)
