@@ -74,7 +74,8 @@ class DiffusionLMWorkload(_WorkloadBase):
     prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
     output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
     block_tokens: int = Field(256, ge=1, le=4096)
-    steps: Distribution = Field(default_factory=lambda: {"kind": "constant", "value": 16})
+    steps: Distribution | None = Field(None, description="denoising steps per block; default: the model's "
+                                       "catalog default_steps (LLaDA-8B: 32)")
 
 
 class _PictureWorkload(_WorkloadBase):

@@ -29,3 +29,16 @@ def test_prompt_prefill_has_full_bidirectional_attention(prompt):
     layers, heads, head_dim = (int(ROW[k]) for k in ("layers", "heads", "head_dim"))
     expected = 2 * float(ROW["active_params_b"]) * 1e9 * prompt + 4 * layers * heads * head_dim * prompt ** 2
     assert phases[0][FLOPS] == pytest.approx(expected)
+
+
+def test_default_steps_follow_the_catalog():
+    """A diffusion-LM workload without ``steps`` draws the model's catalog default_steps."""
+    from scenario_cases import make_scenario
+
+    from sim.engine.demand import workload_demand
+
+    wl = {"d": {"kind": "diffusion_lm", "model": "llada-8b", "arrival": {"kind": "poisson", "rate_per_s": 5.0}}}
+    sc = make_scenario(wl, [{"name": "p", "accelerator": "h100-sxm", "serves": ["d"], "replicas": 1,
+                             "precision": "bf16"}], duration_s=10)
+    steps = workload_demand(sc, "d").steps
+    assert len(steps) > 0 and (steps == int(ROW["default_steps"])).all()
