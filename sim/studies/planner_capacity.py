@@ -86,5 +86,5 @@ def _dlm_capacity(workload, pool, perf: PerfModel) -> float:
     flops = perf.linear_flops_per_token * block + perf.attn_flops_per_pair * block * (context + block)
     bytes_moved = perf.kv_bytes_per_token * (context + block)
     step = perf.time_s(batch * flops, perf.weight_bytes_read(batch * block) + batch * bytes_moved, batch * block)
-    steps = _mean(workload.steps)
+    steps = _mean(workload.steps) if workload.steps is not None else (perf.model.default_steps or 1)
     return batch / (blocks * steps * step + perf.prefill_time_s(max(int(prompt), 1)))
