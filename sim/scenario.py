@@ -83,6 +83,9 @@ class _PictureWorkload(_WorkloadBase):
     pipeline (text encoder → denoiser × steps → safety filter → VAE decode)."""
 
     cfg: bool | None = Field(None, description="classifier-free guidance; default: the model's")
+    cfg_mode: Literal["batched", "sequential"] | None = Field(
+        None, description="CFG passes in one doubled batch or one after the other; default: the model's reference code "
+        "(Wan 2.1: sequential; others: batched)")
     height_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
     width_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
     frames: int | None = Field(None, ge=1, le=10_000, description="video frames; default: the model's reference")

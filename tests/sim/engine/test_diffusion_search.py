@@ -120,7 +120,7 @@ def test_fork_waits_for_memory_and_hbm_never_overflows():
 def test_video_that_cannot_fit_is_refused_at_load_time():
     sc = make_scenario(
         {"clip": {"kind": "video_diffusion", "model": "wan2.1-t2v-14b", "arrival": {"kind": "poisson", "rate_per_s": 0.01},
-                  "height_px": 720, "width_px": 1280, "frames": 161}},
+                  "height_px": 720, "width_px": 1280, "frames": 161, "cfg_mode": "batched"}},
         [{"name": "video", "accelerator": "h100-sxm", "serves": ["clip"], "replicas": 1}],
     )
     with pytest.raises(PlacementError) as err:
