@@ -8,6 +8,7 @@ bytes, bytes/s, s, W) in one place.  Every row carries its sources and a status 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -22,10 +23,26 @@ MODEL_KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffu
 PIPELINE_KINDS = ("image_diffusion", "video_diffusion")
 MEMORY_KINDS = ("hbm", "sram")
 STATUS_WORDS = ("verified", "secondary", "unverified", "derived", "assumed")
+# Status of a row's efficiency factors (``efficiency_status``): fitted on its own measured
+# points, transferred from other chips by a stated rule, or taken from the spec alone.
+EFFICIENCY_STATUS_WORDS = ("calibrated", "transferred", "spec-only")
 # Live bf16 activation values per (token x hidden channel) at the peak of one denoiser
 # forward; calibrated on the HunyuanVideo README's 60 GB peak (derivation in models.csv).
 ACTIVATION_VALUES_PER_TOKEN_CHANNEL = 24.0
 ACTIVATION_BYTES_PER_VALUE = 2.0
+
+
+def default_kv_precision(weights: str) -> str:
+    """KV-cache precision when a scenario does not set one: the weights' precision, except
+    FP4 weights keep an FP8 KV cache (production NVFP4 serving, e.g. TensorRT-LLM's FP4
+    checkpoints, quantises weights to FP4 and the KV cache to FP8 only)."""
+    return "fp8" if weights == "fp4" else weights
+
+
+def default_attention_precision(kv: str) -> str:
+    """Attention-math precision when not set: the KV cache's (FP8 attention kernels read an
+    FP8 cache at FP8, e.g. FlashAttention-3 / TensorRT-LLM FP8 FMHA; a BF16 cache runs BF16)."""
+    return kv
 
 
 def check_precision(precision: str, where: str = "") -> str:
@@ -58,7 +75,11 @@ class Accelerator:
     power of one node at full load; ``server_cost_usd_per_node`` is the non-accelerator
     server cost, to be added only when ``price_includes_server`` is false (see
     :meth:`node_capex_usd`).  ``compute_efficiency`` / ``bandwidth_efficiency`` are the
-    achievable fractions of peak (eta_c, eta_m).  Sources: the ``*_source`` fields.
+    achievable fractions of peak (eta_c, eta_m) and ``iteration_overhead_s`` the fixed
+    time of every iteration, all fitted or transferred by ``dcsim validate``
+    (``efficiency_status``: calibrated / transferred / spec-only); ``efficiency_band_pct``
+    is the ± uncertainty (%) of a transferred row from the leave-one-accelerator-out
+    residuals (None for a calibrated row).  Sources: the ``*_source`` fields.
     """
 
     key: str
@@ -73,6 +94,8 @@ class Accelerator:
     scaleup_bw_bytes_per_s: float
     scaleup_domain_size: int
     scaleup_latency_s: float
+    scaleup_latency_log2_s: float
+    scaleup_bus_efficiency: float
     scaleout_bw_bytes_per_s: float
     scaleout_latency_s: float
     accelerators_per_node: int
@@ -83,7 +106,11 @@ class Accelerator:
     server_cost_usd_per_node: float
     compute_efficiency: float
     bandwidth_efficiency: float
+    iteration_overhead_s: float
+    efficiency_band_pct: float | None
     rack_power_budget_w: float
+    sram_layer_latency_s_per_sqrt_gb: float | None
+    sram_hop_latency_s: float | None
     status: str
     spec_source: str
     price_status: str
@@ -96,20 +123,44 @@ class Accelerator:
     efficiency_source: str
     assumptions: str
 
-    def peak_flops(self, precision: str) -> float:
-        """Dense peak FLOP/s at ``precision``.
+    def allreduce_time_s(self, message_bytes: float, group: int) -> float:
+        """Time of one all-reduce of ``message_bytes`` over ``group`` chips of one scale-up
+        domain, s: ``α0 + α1·log2(n) + 2(n−1)/n · bytes / (η_bus · BW)`` (ring bandwidth
+        term, latency growing with the tree depth); 0 for a group of one.  Fitted to Vidur's
+        H100 NVLink measurements (``network_source``)."""
+        if group <= 1:
+            return 0.0
+        return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
+                + 2.0 * (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
 
-        A part without a native rate for fp8 (fp4) runs it at the next wider precision's
-        rate: fp4 -> fp8 -> bf16 (weights are stored narrow, math is done wide).
-        Raises UserError for a precision outside :data:`PRECISIONS`.
+    def allgather_time_s(self, message_bytes: float, group: int) -> float:
+        """Time of one all-gather whose result is ``message_bytes`` over ``group`` chips, s:
+        half an all-reduce's bandwidth term ((n−1)/n · bytes / bus BW) and the same latency."""
+        if group <= 1:
+            return 0.0
+        return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
+                + (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """Precisions this part has a published dense peak for (math runs only at these)."""
+        rates = {"bf16": self.peak_bf16_flops, "fp8": self.peak_fp8_flops, "fp4": self.peak_fp4_flops}
+        return tuple(p for p in PRECISIONS if rates[p] is not None)
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak FLOP/s of math at ``precision``.
+
+        Raises UserError for a precision outside :data:`PRECISIONS` and for one this part
+        has no published peak for (e.g. fp8 on a TPU v5e or a Cerebras WSE-3): dcsim does
+        not invent a rate; run that tensor at one of :attr:`precisions`.
         """
         check_precision(precision, f"accelerator '{self.key}'")
         rates = {"bf16": self.peak_bf16_flops, "fp8": self.peak_fp8_flops,
                  "fp4": self.peak_fp4_flops}
-        for name in PRECISIONS[PRECISIONS.index(precision)::-1]:
-            if rates[name] is not None:
-                return rates[name]
-        raise AssertionError("bf16 rate is always set")
+        if rates[precision] is None:
+            raise UserError(f"accelerator '{self.key}' has no {precision} peak; "
+                            f"allowed precisions: {', '.join(self.precisions)}")
+        return rates[precision]
 
     @property
     def node_power_w(self) -> float:
@@ -239,6 +290,14 @@ class Catalog:
         """The model ``key``; UserError naming ``where`` and the allowed keys."""
         return _lookup(self.models, key, "model", where)
 
+    def band_pct(self, keys) -> float | None:
+        """Uncertainty band (±%) of a prediction on accelerators ``keys``: the widest
+        ``efficiency_band_pct`` among them (transferred rows); None when every one is
+        calibrated.  Unknown keys raise UserError."""
+        bands = [self.accelerator(k).efficiency_band_pct for k in keys]
+        bands = [b for b in bands if b is not None]
+        return max(bands) if bands else None
+
     def accelerators_table(self) -> pd.DataFrame:
         """Key numbers per accelerator in human units (unit in each column name)."""
         return pd.DataFrame([_accelerator_row(a) for a in self.accelerators.values()]).convert_dtypes()
@@ -302,8 +361,11 @@ def _accelerator_row(a: Accelerator) -> dict:
         "tdp_w": a.tdp_w, "node_power_kw": a.node_power_w / 1e3,
         "price_usd": a.price_usd, "compute_efficiency": a.compute_efficiency,
         "bandwidth_efficiency": a.bandwidth_efficiency,
+        "iteration_overhead_us": a.iteration_overhead_s * 1e6,
+        "efficiency_band_pct": a.efficiency_band_pct,
         "status": a.status, "price_status": a.price_status,
-        "efficiency_status": a.efficiency_status, "spec_source": a.spec_source,
+        "efficiency_status": a.efficiency_status, "efficiency_source": a.efficiency_source,
+        "spec_source": a.spec_source,
     }
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import os
 from pathlib import Path
 
 from sim.errors import UserError
-from fleets.catalog import (MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS, Accelerator, Catalog,
-                            Model)
+from fleets.catalog import (EFFICIENCY_STATUS_WORDS, MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS,
+                            Accelerator, Catalog, Model)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TERA = 1e12
@@ -33,6 +34,8 @@ ACCELERATOR_COLUMNS = {
     "scaleup_gbps_per_dir": ("scaleup_bw_bytes_per_s", GIGA),
     "scaleup_domain_size": ("scaleup_domain_size", int),
     "scaleup_latency_us": ("scaleup_latency_s", MICRO),
+    "scaleup_latency_log2_us": ("scaleup_latency_log2_s", MICRO),
+    "scaleup_bus_efficiency": ("scaleup_bus_efficiency", 1.0),
     "scaleout_gbps_per_dir": ("scaleout_bw_bytes_per_s", GIGA),
     "scaleout_latency_us": ("scaleout_latency_s", MICRO),
     "accelerators_per_node": ("accelerators_per_node", int),
@@ -41,7 +44,11 @@ ACCELERATOR_COLUMNS = {
     "server_cost_usd_per_node": ("server_cost_usd_per_node", 1.0),
     "compute_efficiency": ("compute_efficiency", 1.0),
     "bandwidth_efficiency": ("bandwidth_efficiency", 1.0),
+    "iteration_overhead_us": ("iteration_overhead_s", MICRO),
+    "efficiency_band_pct": ("efficiency_band_pct", 1.0),
     "rack_power_budget_kw": ("rack_power_budget_w", KILO),
+    "sram_layer_latency_us_per_sqrt_gb": ("sram_layer_latency_s_per_sqrt_gb", MICRO),
+    "sram_hop_latency_us": ("sram_hop_latency_s", MICRO),
     "status": ("status", None), "spec_source": ("spec_source", None),
     "price_status": ("price_status", None), "price_source": ("price_source", None),
     "power_status": ("power_status", None), "power_source": ("power_source", None),
@@ -49,7 +56,8 @@ ACCELERATOR_COLUMNS = {
     "efficiency_status": ("efficiency_status", None),
     "efficiency_source": ("efficiency_source", None), "assumptions": ("assumptions", None),
 }
-ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions"}
+ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions", "efficiency_band_pct",
+                        "sram_layer_latency_us_per_sqrt_gb", "sram_hop_latency_us"}
 
 MODEL_COLUMNS = {
     "key": ("key", None), "name": ("name", None), "kind": ("kind", None),
@@ -134,9 +142,11 @@ def _accelerator(row: dict, where: str) -> Accelerator:
     required = set(ACCELERATOR_COLUMNS) - ACCELERATOR_OPTIONAL
     fields = _parse_row(row, ACCELERATOR_COLUMNS, required, where)
     _check_choice(fields["memory_kind"], MEMORY_KINDS, f"{where} column 'memory_kind'")
-    _check_status(fields, ("status", "price_status", "power_status", "network_status",
-                           "efficiency_status"), where)
-    for name in ("compute_efficiency", "bandwidth_efficiency"):
+    _check_status(fields, ("status", "price_status", "power_status", "network_status"), where)
+    if not fields["efficiency_status"].lower().startswith(EFFICIENCY_STATUS_WORDS):
+        raise UserError(f"{where} column 'efficiency_status': bad status {fields['efficiency_status']!r}; "
+                        f"allowed: starts with one of {', '.join(EFFICIENCY_STATUS_WORDS)}")
+    for name in ("compute_efficiency", "bandwidth_efficiency", "scaleup_bus_efficiency"):
         if not 0 < fields[name] <= 1:
             raise UserError(f"{where} column '{name}': {fields[name]} not in (0, 1]")
     return Accelerator(**fields)
@@ -189,17 +199,60 @@ def _load(directory: Path) -> Catalog:
     return catalog
 
 
+# An accelerator overlay CSV (``dcsim calibrate --out``, ``--catalog OVERLAY``): its path in
+# this environment variable applies to every default catalog load of this process and of
+# the worker processes it starts (sweeps, dashboards).
+OVERLAY_ENV = "DCSIM_CATALOG_OVERLAY"
+
+
 @functools.cache
-def _default_catalog() -> Catalog:
-    return _load(DATA_DIR)
+def _default_catalog(overlay: str = "") -> Catalog:
+    catalog = _load(DATA_DIR)
+    return apply_overlay(catalog, Path(overlay)) if overlay else catalog
+
+
+def apply_overlay(catalog: Catalog, path: Path) -> Catalog:
+    """``catalog`` with the accelerator rows of the overlay CSV at ``path`` laid over it.
+
+    An overlay row names a ``key`` and any subset of the accelerator columns; a key already
+    in the catalog keeps its other columns, a new key must give every required column.
+
+    Raises:
+        UserError: missing file, no ``key`` column, unknown column, or a bad value (file,
+        line, column named)."""
+    rows = _read_rows(path)
+    with path.open(newline="", encoding="utf-8") as handle:
+        columns = next(csv.reader(handle), [])
+    unknown = [c for c in columns if c not in ACCELERATOR_COLUMNS]
+    if "key" not in columns or unknown:
+        raise UserError(f"{path}: {'unknown column(s) ' + ', '.join(unknown) if unknown else 'no key column'}; "
+                        f"allowed: {', '.join(ACCELERATOR_COLUMNS)}")
+    base = _read_rows(DATA_DIR / "accelerators.csv")
+    shipped = {row["key"]: row for _, row in base}
+    accelerators = dict(catalog.accelerators)
+    for where, row in rows:
+        given = {k: v for k, v in row.items() if k in ACCELERATOR_COLUMNS and (v or "").strip()}
+        merged = {**shipped.get(given.get("key", ""), {}), **given}
+        accelerators[merged.get("key", "")] = _accelerator(merged, f"{path.name}: {where}")
+    return Catalog(accelerators=accelerators, models=catalog.models)
+
+
+def use_overlay(path: Path | None) -> None:
+    """Make every later default :func:`load_catalog` (here and in child processes) apply the
+    overlay at ``path`` (None: the shipped catalog).  Raises UserError on a bad overlay."""
+    if path is None:
+        os.environ.pop(OVERLAY_ENV, None)
+        return
+    _default_catalog(str(Path(path).resolve()))  # validate now: a bad file fails before any run
+    os.environ[OVERLAY_ENV] = str(Path(path).resolve())
 
 
 def load_catalog(path_dir=None) -> Catalog:
     """Load ``accelerators.csv`` and ``models.csv`` from ``path_dir`` (not cached) or from
-    the package data ``fleets/data/`` (cached).
+    the package data ``fleets/data/`` (cached), with the overlay of :func:`use_overlay`.
 
     Raises:
         UserError: naming file, line, column and value on a malformed row."""
     if path_dir is None:
-        return _default_catalog()
+        return _default_catalog(os.environ.get(OVERLAY_ENV, ""))
     return _load(Path(path_dir))

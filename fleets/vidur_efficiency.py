@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sim.errors import UserError
@@ -64,8 +65,15 @@ def _totals(rows: pd.DataFrame, tp: int) -> tuple[float, float, float]:
     return flop, weight_bytes, seconds
 
 
-def efficiencies(mlp_csv: str | Path, tp: int = 1) -> tuple[float, float, dict]:
-    """(eta_c, eta_m, details) from a Vidur H100 ``mlp.csv``; dimensionless fractions.
+A100_PEAK_BF16_FLOPS = 312e12  # NVIDIA A100 SXM4 80GB datasheet (dense BF16); Vidur's A100 assumed 80 GB SXM
+A100_MEMORY_BW_BYTES_PER_S = 2.039e12  # same datasheet (HBM2e)
+
+
+def efficiencies(mlp_csv: str | Path, tp: int = 1, peak_flops: float = H100_PEAK_BF16_FLOPS,
+                 memory_bw_bytes_per_s: float = H100_MEMORY_BW_BYTES_PER_S) -> tuple[float, float, dict]:
+    """(eta_c, eta_m, details) from a Vidur ``mlp.csv`` of a GPU with the given peaks
+    (default H100 SXM); dimensionless fractions.  The A100 tables with the A100 peaks give
+    the generation-to-generation change of kernel efficiency (small: see the tests).
 
     Raises UserError if the file is missing or lacks rows for ``tp`` in either regime.
     """
@@ -80,8 +88,8 @@ def efficiencies(mlp_csv: str | Path, tp: int = 1) -> tuple[float, float, dict]:
         raise UserError(f"vidur_efficiency: {path}: no rows for tp={tp}; allowed: 1, 2, 4, 8")
     flop, _, t_large_s = _totals(large, tp)
     _, weight_bytes, t_small_s = _totals(small, tp)
-    eta_c = flop / t_large_s / H100_PEAK_BF16_FLOPS
-    eta_m = weight_bytes / t_small_s / H100_MEMORY_BW_BYTES_PER_S
+    eta_c = flop / t_large_s / peak_flops
+    eta_m = weight_bytes / t_small_s / memory_bw_bytes_per_s
     details = {"tp": tp, "large_rows": len(large), "small_rows": len(small),
                "achieved_flops": float(flop / t_large_s),
                "achieved_bytes_per_s": float(weight_bytes / t_small_s)}
@@ -100,6 +108,38 @@ def all_reduce_latency_s(all_reduce_csv: str | Path, group: int = ALL_REDUCE_GRO
     return float(rows["time_stats.all_reduce.median"].median()) * 1e-3
 
 
+NVLINK4_BW_BYTES_PER_S = 450e9  # H100 SXM NVLink 4, per direction (catalog row h100-sxm)
+
+
+def all_reduce_fit(all_reduce_csv: str | Path, link_bw_bytes_per_s: float = NVLINK4_BW_BYTES_PER_S) -> dict:
+    """Fit ``t(n, s) = α0 + α1·log2(n) + 2(n−1)/n · s / (η_bus · link_bw)`` to every
+    single-node row (``devices_per_node == num_workers``) of a Vidur ``all_reduce.csv``.
+
+    Median time per (group size n, message s bytes) is fitted by least squares on the
+    relative error (each size counts alike from 2 KiB to 64 MiB).  Returns
+    ``{"alpha0_s", "alpha_log2_s", "bus_efficiency", "median_rel_error", "max_rel_error",
+    "groups"}``.  Raises UserError if the file is missing or has no single-node rows.
+    """
+    path = Path(all_reduce_csv)
+    if not path.is_file():
+        raise UserError(f"vidur_efficiency: file not found: {path}")
+    data = pd.read_csv(path)
+    data = data[data["devices_per_node"] == data["num_workers"]]
+    if data.empty:
+        raise UserError(f"vidur_efficiency: {path}: no single-node all-reduce rows")
+    med = data.groupby(["num_workers", "size"])["time_stats.all_reduce.median"].median().reset_index()
+    n = med["num_workers"].to_numpy(dtype=float)
+    size = med["size"].to_numpy(dtype=float)
+    t_s = med["time_stats.all_reduce.median"].to_numpy() * 1e-3
+    design = np.vstack([np.ones_like(n), np.log2(n), 2 * (n - 1) / n * size]).T / t_s[:, None]
+    coef = np.linalg.lstsq(design, np.ones_like(t_s), rcond=None)[0]
+    rel = np.abs(design @ coef - 1.0)
+    return {"alpha0_s": float(coef[0]), "alpha_log2_s": float(coef[1]),
+            "bus_efficiency": float(1.0 / coef[2] / link_bw_bytes_per_s),
+            "median_rel_error": float(np.median(rel)), "max_rel_error": float(rel.max()),
+            "groups": sorted(int(g) for g in set(n))}
+
+
 def main(argv: list[str]) -> int:
     """CLI: print eta_c, eta_m (and all-reduce latency when a second path is given)."""
     if not argv:
@@ -110,7 +150,11 @@ def main(argv: list[str]) -> int:
     print(f"bandwidth_efficiency {eta_m:.3f}")
     print(f"details {details}")
     if len(argv) > 1:
-        print(f"scaleup_latency_us {all_reduce_latency_s(argv[1]) * 1e6:.1f}")
+        print(f"small-message 8-GPU all-reduce {all_reduce_latency_s(argv[1]) * 1e6:.1f} us")
+        fit = all_reduce_fit(argv[1])
+        print(f"scaleup_latency_us {fit['alpha0_s'] * 1e6:.1f}")
+        print(f"scaleup_latency_log2_us {fit['alpha_log2_s'] * 1e6:.1f}")
+        print(f"scaleup_bus_efficiency {fit['bus_efficiency']:.3f}")
     return 0
 
 

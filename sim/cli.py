@@ -102,6 +102,7 @@ def run(
     cells: Optional[int] = typer.Option(None, "--cells", metavar="N", help="split every fleet into N identical cells, each with its own router and 1/N of the demand, and merge them (see README 'Cells')"),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="with --cells: run the cells on this Dask scheduler, or 'local' for a LocalCluster"),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="with --cells: worker processes (default: cores)"),
+    catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
     from sim.results.export import check_replaceable, write_results
@@ -110,6 +111,7 @@ def run(
     from sim.results.tables import run_scenario
 
     with user_errors():
+        _use_overlay(catalog_overlay)
         scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), trace, seed, duration_s)
         if out is not None:
             check_replaceable(out.absolute())
@@ -155,13 +157,14 @@ def catalog(
 ) -> None:
     """Print the accelerator and model catalogs: key numbers, status and sources."""
     from fleets.catalog_io import load_catalog
-    from sim.results.report_text import accelerators_text, models_text
+    from sim.results.report_text import accelerators_text, efficiency_text, models_text
 
     with user_errors():
         cat = load_catalog()
     parts = []
     if kind in (CatalogKind.accelerators, CatalogKind.all):
         parts.append(accelerators_text(cat.accelerators_table()))
+        parts.append(efficiency_text(cat.accelerators_table()))
     if kind in (CatalogKind.models, CatalogKind.all):
         parts.append(models_text(cat.models_table()))
     typer.echo("\n\n".join(parts))
@@ -198,12 +201,14 @@ def sweep(
     strict: bool = typer.Option(False, "--strict", help="exit 1 if any point failed"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (per point × fleet, with headroom) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each point's load headroom by re-simulation"),
+    catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
     from sim.studies.sweep import run_sweep
     from sim.studies.sweep_spec import load_sweep
 
     with user_errors():
+        _use_overlay(catalog_overlay)
         spec = load_sweep(sweep_path)
         note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {len(spec.seeds)} seed(s))")
         report = run_sweep(spec, out, workers=workers, dask=dask, headroom=planner is not None and headroom)
@@ -263,12 +268,14 @@ def plan(
         None, "--horizon-weeks", min=0, max=520, metavar="N",
         help="plan fitted demand (arrival kind: fitted) N weeks ahead; overrides the file's horizon_weeks",
     ),
+    catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
     from sim.studies.planner import load_plan, run_plan, write_plan
     from sim.studies.planner_report import plan_text
 
     with user_errors():
+        _use_overlay(catalog_overlay)
         spec = load_plan(plan_path)
         if horizon_weeks is not None:
             spec = spec.model_copy(update={"horizon_weeks": horizon_weeks})
@@ -304,26 +311,51 @@ DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1].parent / "shared"
 
 @app.command()
 def validate(
-    out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
-    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", metavar="PATH", help="MLPerf calibration points CSV"),
-    update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted factors into fleets/data/accelerators.csv"),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, loao.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
+    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", "--points", metavar="PATH", help="MLPerf results CSV (v4.x/v5.x format; extra columns ignored)"),
+    fit: bool = typer.Option(True, "--fit/--no-fit", help="--no-fit: predict every row with the shipped catalog (no fit, no cross-validation)"),
+    server: bool = typer.Option(True, "--server/--no-server", help="also predict Server points (exact-engine bisection; slower)"),
+    update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted and transferred factors into fleets/data/accelerators.csv"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
 ) -> None:
-    """Fit eta_c and eta_m per accelerator on MLPerf calibration points; report the error on all points."""
+    """Fit the efficiency model on MLPerf Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip."""
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
     with user_errors():
         started = time.perf_counter()
-        result = run_validation(data)
+        result = run_validation(data, fit=fit, server=server)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         for path in write_outputs(result, out):
             note(f"wrote {path}", quiet)
-        if update_catalog:
+        if update_catalog and fit:
             from fleets.catalog_io import DATA_DIR
 
             note(f"wrote {write_catalog(result.factors, DATA_DIR / 'accelerators.csv')}", quiet)
     typer.echo(summary_text(result), nl=False)
+
+
+def _use_overlay(path: Optional[Path]) -> None:
+    if path is not None:
+        from fleets.catalog_io import use_overlay
+
+        use_overlay(path)
+
+
+@app.command()
+def calibrate(
+    points: Path = typer.Argument(..., metavar="POINTS", help="your measurements, in the MLPerf results CSV format (extra columns ignored)"),
+    out: Path = typer.Option(..., "--out", metavar="OVERLAY", help="write the fitted accelerator rows (an overlay for --catalog) to this CSV"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+) -> None:
+    """Fit eta_c, eta_m (and the shared t_0) of the accelerators in POINTS; write a catalog overlay."""
+    from sim.studies.validate import calibrate_overlay
+    from sim.studies.validate_report import write_overlay
+
+    with user_errors():
+        table, text = calibrate_overlay(points)
+        note(f"wrote {write_overlay(table, out)}", quiet)
+    typer.echo(text, nl=False)
 
 
 # --- entry point --------------------------------------------------------------------

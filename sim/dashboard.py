@@ -200,7 +200,8 @@ def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, 
     if f"{base}.steps" in values:
         if wl["kind"] == "diffusion_lm":
             try:
-                wl["steps"] = parse_steps(str(values[f"{base}.steps"]))
+                text = str(values[f"{base}.steps"]).strip()
+                wl["steps"] = parse_steps(text) if text else None  # empty: the catalog's default steps
             except ValueError as err:
                 errors[f"{base}.steps"] = str(err)
         else:

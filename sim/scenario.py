@@ -74,7 +74,8 @@ class DiffusionLMWorkload(_WorkloadBase):
     prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
     output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
     block_tokens: int = Field(256, ge=1, le=4096)
-    steps: Distribution = Field(default_factory=lambda: {"kind": "constant", "value": 16})
+    steps: Distribution | None = Field(None, description="denoising steps per block; default: the model's "
+                                       "catalog default_steps (LLaDA-8B: 32)")
 
 
 class _PictureWorkload(_WorkloadBase):
@@ -82,6 +83,9 @@ class _PictureWorkload(_WorkloadBase):
     pipeline (text encoder → denoiser × steps → safety filter → VAE decode)."""
 
     cfg: bool | None = Field(None, description="classifier-free guidance; default: the model's")
+    cfg_mode: Literal["batched", "sequential"] | None = Field(
+        None, description="CFG passes in one doubled batch or one after the other; default: the model's reference code "
+        "(Wan 2.1: sequential; others: batched)")
     height_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
     width_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
     frames: int | None = Field(None, ge=1, le=10_000, description="video frames; default: the model's reference")
@@ -191,7 +195,11 @@ class PoolConfig(_Strict):
     replicas: int = Field(ge=1, le=100_000)
     tp: int = Field(1, ge=1, le=4096, description="tensor-parallel degree")
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
-    precision: Literal["bf16", "fp8", "fp4"] = "fp8"
+    precision: Literal["bf16", "fp8", "fp4"] = Field("fp8", description="weights and linear-layer math")
+    kv_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
+        None, description="KV cache; default: the weights', FP8 under FP4 weights (production FP4 serving)")
+    attention_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
+        None, description="attention math; default: the KV cache's; refused on a part without that peak")
     max_batch: int = Field(256, ge=1, le=65_536, description="max concurrent sequences/samples")
     max_prefill_tokens: int = Field(8192, ge=1, description="token budget of one iteration")
     kv_block_tokens: int = Field(16, ge=1, le=1024)

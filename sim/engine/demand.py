@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleets.catalog_io import load_catalog
+
 from sim.scenario import Scenario
 from traffic.distributions import sample_tokens
 
@@ -64,7 +66,10 @@ def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
             if "output_tokens" not in wl.model_fields_set:
                 output = np.asarray(trace_output, dtype=np.int64)
     if wl.kind == "diffusion_lm":
-        steps = sample_tokens(wl.steps, rng_steps, n)
+        if wl.steps is None:  # the catalog's default steps for this model
+            steps = np.full(n, load_catalog().model(wl.model).default_steps or 1, dtype=np.int64)
+        else:
+            steps = sample_tokens(wl.steps, rng_steps, n)
     if wl.kind == "service_time":
         service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
     draws = _verifier_failures(wl, rng_verify, n)

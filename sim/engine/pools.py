@@ -186,7 +186,8 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
     if not models:
         raise PlacementError(f"{where}: serves no stage that runs a model ({cfg.serves})")
     main, extra = models[0], models[1:]
-    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s)
+    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+                     cfg.kv_precision, cfg.attention_precision)
     extra_weights = sum(m.weight_bytes(cfg.precision) for m in extra)
     peak_act, worst = _peak_activation(pool, shapes, names)
     layout = place_pool(

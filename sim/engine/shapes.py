@@ -7,7 +7,9 @@ holding ``act_bytes`` of activation memory per sample while it runs. ``stage`` s
 pipeline stage it belongs to (:data:`STAGE_CODES`), which decides the pool it runs on.
 
 - image/video diffusion: text encoder(s) (once, twice with CFG for the negative prompt)
-  → denoiser × S steps (two forwards per step with CFG) → safety filter → VAE decode.
+  → denoiser × S steps → safety filter → VAE decode.  CFG is batched (one forward of a
+  doubled batch per step: 2x FLOP and activations) or sequential (two forwards per step:
+  2x FLOP and weight reads, 1x activations), per :func:`cfg_mode`.
   Resolution and frame count set the latent tokens t; denoiser FLOP per step scales as
   ``flops_ref · ((1 − a)·t/t_ref + a·(t/t_ref)²)`` with a the catalog's attention share;
   activations and VAE cost scale with t/t_ref. ``pipeline: false`` keeps only the denoiser.
@@ -17,7 +19,8 @@ pipeline stage it belongs to (:data:`STAGE_CODES`), which decides the pool it ru
   re-scored, up to ``retry_budget`` times (its draws are made per request, up front).
   Without failures the denoiser runs k·N − (k−1)·s sample-steps, i.e. the multiplier
   m = k − (k−1)·s/N of one trajectory; each failure adds r.
-- diffusion LM: a prefill phase (one forward over the prompt, which fills the KV cache),
+- diffusion LM: a prefill phase (one forward over the prompt with bidirectional attention,
+  n² query-key pairs, which fills the KV cache),
   then one phase of S steps per block of L tokens, attending to the committed context
   (read from the KV cache) and to the block itself. The first block is the first output.
 """
@@ -35,6 +38,14 @@ STAGE_CODES = {"denoise": DENOISE, "encode": ENCODE, "verify": VERIFY, "safety":
 
 # phase tuple fields
 STEPS, WIDTH, FLOPS, BYTES, TOKENS, FIRST_OUTPUT, ACT, STAGE = range(8)
+# How each model's reference code runs classifier-free guidance.  "sequential": the
+# conditional and unconditional passes are two forwards one after the other (2x FLOP and
+# weight reads, 1x peak activations): Wan 2.1, github.com/Wan-Video/Wan2.1
+# wan/text2video.py (noise_pred_cond = self.model(...); noise_pred_uncond = self.model(...)).
+# "batched" (the default): both passes in one forward of a doubled batch (2x FLOP and
+# activations, one weight read): diffusers StableDiffusionXLPipeline
+# (torch.cat([latents] * 2) when do_classifier_free_guidance).
+REFERENCE_CFG_MODE = {"wan2.1-t2v-14b": "sequential", "wan2.1-t2v-1.3b": "sequential"}
 VIDEO_TEMPORAL_COMPRESSION = 4  # latent frames = 1 + (frames − 1)/4 (Wan 2.1 causal 3D VAE, vae_stride (4, 8, 8))
 
 
@@ -54,6 +65,13 @@ class PictureShape:
     latent_bytes: float
     scale: float
     default_steps: int
+    cfg_passes: int = 1  # forwards per denoising step: 2 for sequential CFG, else 1
+
+
+def cfg_mode(workload, model) -> str:
+    """"batched" or "sequential": the workload's ``cfg_mode``, else the model's reference
+    code (:data:`REFERENCE_CFG_MODE`), else batched."""
+    return getattr(workload, "cfg_mode", None) or REFERENCE_CFG_MODE.get(model.key, "batched")
 
 
 def picture_shape(workload, catalog: Catalog) -> PictureShape:
@@ -82,6 +100,9 @@ def picture_shape(workload, catalog: Catalog) -> PictureShape:
     if getattr(workload, "verifier", None) is not None:
         verify = _aux_phase([catalog.model(workload.verifier.model)], VERIFY, 1, 1.0)
     latent = (getattr(model, "latent_bytes_per_sample", None) or 0.0) * x
+    if guidance == 2 and cfg_mode(workload, model) == "sequential":
+        return PictureShape(guidance, flops, act, tokens, encode, safety, decode, verify, latent, x,
+                            model.default_steps or 1, cfg_passes=2)
     return PictureShape(
         guidance, flops * guidance, act * guidance, tokens * guidance, encode, safety, decode, verify, latent, x,
         model.default_steps or 1,
@@ -141,7 +162,7 @@ def picture_phases(workload, shape: PictureShape, failures: tuple = ()) -> list[
     phases: list[tuple] = []
     if shape.encode:
         phases.append(shape.encode)
-    den = (shape.denoise_flops, shape.denoise_act_bytes, shape.denoise_tokens)
+    den = (shape.denoise_flops, shape.denoise_act_bytes, shape.denoise_tokens, shape.cfg_passes)
     if workload.kind == "branching_search":
         _search_denoise(workload, shape, den, failures, phases)
     else:
@@ -165,8 +186,8 @@ def request_phases(workload, shape: PictureShape, steps: int, images: int) -> li
 
 
 def _denoise(steps: int, width: int, den: tuple) -> tuple:
-    flops, act, tokens = den
-    return (steps, width, flops, act, tokens, False, act, DENOISE)
+    flops, act, tokens, passes = den  # sequential CFG: two single-pass forwards per step
+    return (steps * passes, width, flops, act, tokens, False, act, DENOISE)
 
 
 def _search_denoise(workload, shape: PictureShape, den: tuple, failures: tuple, phases: list) -> None:
@@ -204,7 +225,10 @@ def diffusion_lm_phases(workload, perf: PerfModel, req: Request) -> tuple[list[t
     pair = perf.attn_flops_per_pair
     linear = perf.linear_flops_per_token
     act = perf.model.activation_bytes_per_sample or 0.0
-    phases = [(1, 1, perf.prefill_flops(prompt, float(prompt) ** 2), kv * prompt, prompt, False, act, PREFILL)]
+    # bidirectional attention (LLaDA-style masked diffusion): every prompt token attends to
+    # every other, n² pairs, not the causal n²/2 of an autoregressive prefill
+    prefill_flops = linear * prompt + pair * float(prompt) ** 2
+    phases = [(1, 1, prefill_flops, kv * prompt, prompt, False, act, PREFILL)]
     for i in range(blocks):
         context = prompt + i * block
         flops = linear * block + pair * block * (context + block)

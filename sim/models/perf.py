@@ -10,11 +10,16 @@ Every iteration costs::
   expected distinct experts E·(1 − (1 − k/E)^n) of a batch of n tokens) plus the KV cache
   read and written.
 - t_comm: tensor parallelism does two all-reduces of ``n · hidden`` 16-bit activations per
-  layer over the scale-up link, each ``α + 2(tp−1)/tp · size / β`` (ring bandwidth term,
-  measured small-message latency α); pipeline parallelism pays ``pp − 1`` activation hops,
-  over the scale-up link when the whole replica fits one domain, else over scale-out.
+  layer over the scale-up link, each ``α0 + α1·log2(tp) + 2(tp−1)/tp · size / (η_bus·β)``
+  (:meth:`fleets.catalog.Accelerator.allreduce_time_s`, fitted to Vidur's NVLink
+  all-reduce tables); pipeline parallelism pays ``pp − 1`` activation hops, over the
+  scale-up link when the whole replica fits one domain, else over scale-out.
+- TP must divide the attention heads (UserError otherwise); when TP exceeds the KV heads
+  each shard keeps a copy of one KV head, so KV bytes per token grow by tp / kv_heads.
 - Pipeline stages run one after another for a batch (no micro-batch overlap), so ``pp``
   adds memory capacity, not speed.
+- SRAM parts (memory_kind ``sram``) add the latency of the layer chain across their chips
+  or wafers to every iteration (:mod:`sim.models.sram`).
 
 Arithmetic intensity (FLOP/byte) of AR decode at batch b is ≈ b / bytes-per-param, far
 below the ridge point peak/BW (≈ 295 FLOP/byte for an H100 in BF16): the memory wall.
@@ -27,7 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fleets.catalog import Accelerator, Model
+from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision
+from sim.errors import UserError
+from sim.models.sram import pipeline_latency_s
 
 ACTIVATION_BYTES = 2.0  # activations exchanged in 16-bit precision (BF16/FP16)
 
@@ -54,9 +61,14 @@ class PerfModel:
         accelerator: catalog entry (peak FLOP/s, memory bandwidth, efficiencies η_c, η_m,
             scale-up/scale-out links).
         model: catalog entry (parameters, layers, heads, KV bytes per token).
-        precision: "bf16", "fp8" or "fp4" (weights and KV cache).
+        precision: "bf16", "fp8" or "fp4": weights and the linear layers' math.
+        kv_precision: KV-cache storage (default :func:`fleets.catalog.default_kv_precision`:
+            the weights', FP8 under FP4 weights).
+        attention_precision: attention math (default: the KV cache's).  A part without a
+            peak for the weights' or attention precision raises UserError.
         tp, pp: parallel layout (≥ 1).
-        iteration_overhead_s: fixed time added to every iteration (scheduling, launch).
+        iteration_overhead_s: extra fixed time per iteration on top of the accelerator's
+            fitted ``iteration_overhead_s`` (scheduling, launch), s.
     """
 
     def __init__(
@@ -67,23 +79,36 @@ class PerfModel:
         tp: int = 1,
         pp: int = 1,
         iteration_overhead_s: float = 0.0,
+        kv_precision: str | None = None,
+        attention_precision: str | None = None,
     ) -> None:
+        check_tp_divides_heads(model, tp, accelerator.key)
         self.accelerator = accelerator
         self.model = model
         self.precision = precision
         self.tp = tp
         self.pp = pp
+        self.kv_precision = kv_precision or default_kv_precision(precision)
+        self.attention_precision = attention_precision or default_attention_precision(self.kv_precision)
         self.peak_flops = accelerator.peak_flops(precision) * tp
+        attention_peak = accelerator.peak_flops(self.attention_precision) * tp
         self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * tp
         self.compute_rate = self.peak_flops * accelerator.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
-        self.overhead_s = iteration_overhead_s
+        self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
+        if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
+            self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
         self.weight_bytes = model.weight_bytes(precision)
-        self.kv_bytes_per_token = model.kv_bytes_per_token(precision)
+        self.kv_bytes_per_token = model.kv_bytes_per_token(self.kv_precision) * kv_replication(model, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
+        # attention FLOP cost time at the attention peak: priced as linear-rate FLOP x this
+        self.attn_time_weight = self.peak_flops / attention_peak
         self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
         self._comm = _CommModel(accelerator, model, tp, pp)
+        if accelerator.memory_kind == "sram":  # the chain latency above has the hops and TP reductions
+            self._comm.hops = 0
+            self._comm.allreduces = 0
         self._lines: dict[int, DecodeLine] = {}
 
     @property
@@ -127,7 +152,7 @@ class PerfModel:
     def _decode_line(self, batch: int) -> DecodeLine:
         return DecodeLine(
             c0=self.linear_flops_per_token * batch / self.compute_rate,
-            c1=self.attn_flops_per_pair / self.compute_rate,
+            c1=self.attn_flops_per_pair * self.attn_time_weight / self.compute_rate,
             m0=self.weight_bytes_read(batch) / self.mem_rate,
             m1=self.kv_bytes_per_token / self.mem_rate,
             k=self._comm.time_s(batch) + self.overhead_s,
@@ -141,11 +166,9 @@ class PerfModel:
 
     def decode_time_s(self, batch: int, context_tokens: float) -> float:
         """One decode iteration: ``batch`` sequences whose contexts sum to ``context_tokens``."""
-        return self.time_s(
-            self.decode_flops(batch, context_tokens),
-            self.decode_bytes(batch, context_tokens),
-            batch,
-        )
+        flops_at_linear_rate = (self.linear_flops_per_token * batch
+                                + self.attn_flops_per_pair * self.attn_time_weight * context_tokens)
+        return self.time_s(flops_at_linear_rate, self.decode_bytes(batch, context_tokens), batch)
 
     def prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
         """FLOP of prefilling prompts with Σn = new_tokens and Σn² = new_tokens_sq (causal
@@ -167,11 +190,30 @@ class PerfModel:
         flops += self.linear_flops_per_token * batch
         kv_tokens = context_tokens + new_tokens + 2 * copied_tokens  # a copy reads and writes
         bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens
-        return self.time_s(flops, bytes_moved, tokens), flops, bytes_moved
+        attn_flops = 0.5 * self.attn_flops_per_pair * new_tokens_sq + self.attn_flops_per_pair * context_tokens
+        timed = flops + (self.attn_time_weight - 1.0) * attn_flops
+        return self.time_s(timed, bytes_moved, tokens), flops, bytes_moved
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
         """Prefill of one prompt alone, s (the TTFT floor of an idle replica)."""
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
+
+
+def check_tp_divides_heads(model: Model, tp: int, where: str = "") -> None:
+    """Raise UserError unless ``tp`` divides the model's attention heads (each TP shard runs
+    whole heads; Megatron-style head sharding).  Models without heads pass."""
+    heads = model.heads or 0
+    if tp > 1 and heads and model.kind in ("autoregressive", "diffusion_lm") and heads % tp:
+        allowed = [d for d in range(1, heads + 1) if heads % d == 0]
+        raise UserError(f"{where + ': ' if where else ''}tp={tp} does not divide the {heads} attention heads of "
+                        f"model '{model.key}'; allowed tp: {', '.join(map(str, allowed))}")
+
+
+def kv_replication(model: Model, tp: int) -> float:
+    """KV-cache copies per token across a TP group: tp / kv_heads when tp > kv_heads (each
+    shard needs the KV head its query heads use), else 1."""
+    kv_heads = model.kv_heads or 0
+    return tp / kv_heads if kv_heads and tp > kv_heads else 1.0
 
 
 class _CommModel:
@@ -182,10 +224,8 @@ class _CommModel:
         self.pp = pp
         width = (model.hidden or 0) * ACTIVATION_BYTES
         self.allreduces = 2 * model.layers if tp > 1 and model.layers else 0
-        self.ar_alpha_s = accelerator.scaleup_latency_s
-        self.ar_s_per_token = (
-            2.0 * (tp - 1) / tp * width / accelerator.scaleup_bw_bytes_per_s if tp > 1 else 0.0
-        )
+        self.ar_alpha_s = accelerator.allreduce_time_s(0.0, tp)
+        self.ar_s_per_token = accelerator.allreduce_time_s(width, tp) - self.ar_alpha_s if tp > 1 else 0.0
         within_domain = tp * pp <= accelerator.scaleup_domain_size
         self.hops = pp - 1
         if within_domain:

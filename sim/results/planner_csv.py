@@ -27,6 +27,10 @@ Columns (units in the names; plain numbers, no currency strings):
   below 1 means the fleet misses an SLO at today's load (0 if even
   :data:`HEADROOM_MIN` × the load fails); ``HEADROOM_MAX`` means "at least that".
   ``headroom_pct`` = (m − 1) × 100. NaN when headroom was not computed.
+- ``perf_band_pct``: ± uncertainty (%) of this row's latency, throughput and cost from the
+  fleet's accelerators whose efficiencies were transferred, not calibrated (the widest
+  ``efficiency_band_pct`` among them, from ``dcsim validate``'s leave-one-accelerator-out
+  residuals); NaN when every accelerator is calibrated.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 
 import pandas as pd
 
+from fleets.catalog_io import load_catalog
 from sim.results.tables import Results
 
 MONTHS_PER_YEAR = 12
@@ -104,6 +109,8 @@ def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
         for metric in WORKLOAD_METRICS:
             if metric in w:
                 row[f"{w['workload']}_{metric}"] = float(w[metric])
+    band = load_catalog().band_pct(json.loads(first["accelerators_by_type_json"]))
+    row["perf_band_pct"] = math.nan if band is None else band
     row["headroom_load_multiplier"] = headroom
     row["headroom_pct"] = (headroom - 1.0) * 100.0 if headroom == headroom and headroom > 0 else math.nan
     return row

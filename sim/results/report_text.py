@@ -189,6 +189,20 @@ def _intensity(p: pd.Series) -> str:
     return f"{human(ai)} / {human(ridge)} ({'compute' if ai >= ridge else 'memory'})"
 
 
+def _band_line(pools: pd.DataFrame) -> str:
+    """How sure the fleet's latency, throughput and cost are (catalog efficiency status)."""
+    from fleets.catalog_io import load_catalog
+
+    catalog = load_catalog()
+    keys = sorted(set(pools["accelerator"])) if "accelerator" in pools.columns else []
+    band = catalog.band_pct(keys)
+    if band is None:
+        return "calibrated accelerators (MLPerf fit): no transfer band"
+    moved = [k for k in keys if catalog.accelerator(k).efficiency_band_pct is not None]
+    return (f"±{band:.0f}% on latency, throughput and cost ({', '.join(moved)}: efficiency transferred, "
+            f"not measured; dcsim catalog)")
+
+
 def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
     """One fleet: hardware and money on top, then a row per pool."""
     lines = [
@@ -199,6 +213,7 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
         f"  opex           {usd(fleet['opex_usd_per_month'])}/month",
         f"  IT power       {human(fleet['it_power_max_kw'])} kW max, {human(fleet['it_power_avg_kw'])} kW average",
         *_energy_lines(fleet),
+        f"  perf model     {_band_line(pools)}",
     ]
     headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
                "HBM mean/peak", "FLOP/byte vs ridge"]
@@ -258,6 +273,21 @@ def accelerators_text(df: pd.DataFrame) -> str:
     right = [2 <= i <= 9 for i in range(len(headers))]
     sources = "\n".join(f"  {r['key']}: {r['spec_source']}" for _, r in df.iterrows())
     return f"Accelerators\n{table(headers, rows, right)}\n\nSources\n{sources}"
+
+
+def efficiency_text(df: pd.DataFrame) -> str:
+    """Per accelerator: eta_c, eta_m, fixed iteration overhead, uncertainty band and how
+    they were obtained (calibrated / transferred / spec-only), then each row's source."""
+    headers = ["key", "eta_c", "eta_m", "t0 us", "band", "efficiency status"]
+    rows = [
+        [r["key"], f"{r['compute_efficiency']:.3f}", f"{r['bandwidth_efficiency']:.3f}",
+         f"{r['iteration_overhead_us']:.0f}", _cell(r["efficiency_band_pct"], lambda v: f"±{v:.0f}%"),
+         str(r["efficiency_status"])]
+        for _, r in df.iterrows()
+    ]
+    right = [1 <= i <= 4 for i in range(len(headers))]
+    sources = "\n".join(f"  {r['key']}: {r['efficiency_source']}" for _, r in df.iterrows())
+    return f"Efficiency (dcsim validate)\n{table(headers, rows, right)}\n\nEfficiency sources\n{sources}"
 
 
 def models_text(df: pd.DataFrame) -> str:

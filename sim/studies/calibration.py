@@ -33,6 +33,20 @@ ACCELERATOR_KEYS = {
     "TPU v5e": "tpu-v5e",
     "TPU v6": "tpu-v6e",  # Google's v4.1 submission names Trillium "TPU v6"; the catalog's v6e
 }
+# MLPerf v5.x spellings, matched after :func:`normalise_accelerator` (case-insensitive
+# regular expressions, first match wins): B200-SXM-180GB, GB200 (NVL72), MI325X 256GB
+# HBM3e, MI355X; "Virtualized" prefixes are dropped first.
+ACCELERATOR_PATTERNS = (
+    (r"\bGB200\b", "gb200"),
+    (r"\bB200\b", "b200"),
+    (r"\bMI325X\b", "mi325x"),
+    (r"\bMI355X\b", "mi355x"),
+    (r"\bMI300X\b", "mi300x"),
+    (r"\bH200\b(?!.*NVL)", "h200"),
+    (r"\bH100-SXM\b", "h100-sxm"),
+    (r"\bTPU ?v6e?\b|Trillium", "tpu-v6e"),
+    (r"\bTPU ?v5e\b", "tpu-v5e"),
+)
 UNKNOWN_ACCELERATORS = {
     "NVIDIA H100-NVL-94GB": "H100 NVL (94 GB, 3.9 TB/s, PCIe card pairs) is not in the catalog",
     "NVIDIA H100-PCIe-80GB": "H100 PCIe (80 GB, 2.0 TB/s, 350 W) is not in the catalog",
@@ -51,7 +65,25 @@ MODEL_KEYS = {
     "llama2-70b-99.9": "llama-2-70b",
     "mixtral-8x7b": "mixtral-8x7b",
     "stable-diffusion-xl": "sdxl",
+    "llama3.1-405b": "llama-3.1-405b",
+    "llama3.1-405b-99": "llama-3.1-405b",
+    "llama3.1-405b-99.9": "llama-3.1-405b",
+    # Llama 3.1 8B has Llama 3 8B's architecture (layers, heads, KV heads, FFN); only the
+    # RoPE scaling and context length differ (meta-llama model cards), which do not change
+    # the roofline cost at MLPerf's lengths.
+    "llama3.1-8b": "llama-3-8b",
+    "llama3.1-8b-99": "llama-3-8b",
+    "llama3.1-8b-99.9": "llama-3-8b",
 }
+# Benchmarks recognised but not expressible, with the reason.
+UNEXPRESSIBLE_BENCHMARKS = {
+    "deepseek-r1": "DeepSeek-R1 (671B MoE with MLA attention) has no catalog model",
+    "llama2-70b-interactive-99": "the interactive variant's TTFT/TPOT bounds are not modelled (Server constraints of llama2-70b only)",
+    "llama2-70b-interactive-99.9": "the interactive variant's TTFT/TPOT bounds are not modelled (Server constraints of llama2-70b only)",
+}
+# Spellings of the ``precision`` column -> dcsim precision.
+PRECISION_SPELLINGS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "e4m3": "fp8", "fp8_e4m3": "fp8",
+                       "fp4": "fp4", "nvfp4": "fp4", "mxfp4": "fp4"}
 SCENARIOS = ("Offline", "Server")
 # Headline metric per scenario and benchmark family, in order of preference. Server LLM
 # results report completed tokens/s (v4.1 headline); SDXL v4.0 reported scheduled samples/s.
@@ -116,6 +148,9 @@ def read_points(path: str | Path) -> tuple[list[Point], pd.DataFrame]:
     for _, group in rows.groupby(["system", "model", "scenario"], sort=True):
         headline = _headline_row(group)
         if headline is None:
+            first = group.iloc[0]
+            unexpressed.append({**_summary(first), "reason": f"no headline metric (have: "
+                                f"{', '.join(sorted(set(group['metric'])))})"})
             continue
         reason = _unexpressed_reason(headline)
         if reason:
@@ -154,14 +189,37 @@ def _unexpressed_reason(row: pd.Series) -> str:
         return f"unsupported scenario {row['scenario']!r} (dcsim expresses Offline and Server)"
     if _division(row) == "open":
         return "open division (modified model or method: pruned, sparse, LCM, GPTQ); not the closed benchmark"
+    if row["model"] in UNEXPRESSIBLE_BENCHMARKS:
+        return f"missing model: {UNEXPRESSIBLE_BENCHMARKS[row['model']]}"
     if row["model"] not in MODEL_KEYS:
         return f"missing model: benchmark {row['model']!r} has no catalog model"
-    if row["accelerator"] not in ACCELERATOR_KEYS:
+    if accelerator_key(row["accelerator"]) is None:
         return "unknown accelerator: " + UNKNOWN_ACCELERATORS.get(
-            row["accelerator"], f"{row['accelerator']!r} has no catalog key")
+            normalise_accelerator(row["accelerator"]), f"{row['accelerator']!r} has no catalog key")
     if _count(row) is None:
         return f"accelerator count {row['count']!r} is not a number"
+    if row.get("precision", "") and row["precision"].strip().lower() not in PRECISION_SPELLINGS:
+        return (f"precision {row['precision']!r} is not modelled; allowed: "
+                f"{', '.join(sorted(PRECISION_SPELLINGS))}")
     return ""
+
+
+def normalise_accelerator(name: str) -> str:
+    """The MLPerf accelerator name without a "Virtualized" prefix and extra spaces."""
+    return re.sub(r"^\s*virtuali[sz]ed\s+", "", name.strip(), flags=re.I)
+
+
+def accelerator_key(name: str) -> str | None:
+    """Catalog key of an MLPerf v4.x/v5.x accelerator name, None when not in the catalog."""
+    clean = normalise_accelerator(name)
+    if clean in ACCELERATOR_KEYS:
+        return ACCELERATOR_KEYS[clean]
+    if clean in UNKNOWN_ACCELERATORS:
+        return None
+    for pattern, key in ACCELERATOR_PATTERNS:
+        if re.search(pattern, clean, flags=re.I):
+            return key
+    return None
 
 
 def _count(row: pd.Series) -> int | None:
@@ -170,9 +228,10 @@ def _count(row: pd.Series) -> int | None:
 
 
 def _precision(row: pd.Series) -> str:
-    if row.get("precision", ""):
-        return row["precision"].lower()
-    vendor = row["accelerator"].split()[0].lower()
+    if row.get("precision", "").strip():
+        return PRECISION_SPELLINGS[row["precision"].strip().lower()]
+    key = accelerator_key(row["accelerator"])
+    vendor = "nvidia" if key in ("h100-sxm", "h200", "b200", "gb200") else "amd" if key.startswith("mi") else ""
     return DEFAULT_PRECISION.get((vendor, family(MODEL_KEYS[row["model"]])), "bf16")
 
 
@@ -181,7 +240,7 @@ def _point(row: pd.Series) -> Point:
     return Point(
         point=f"{row['system']}|{benchmark}|{row['scenario']}",
         system=row["system"], mlperf_accelerator=row["accelerator"],
-        accelerator=ACCELERATOR_KEYS[row["accelerator"]], count=_count(row),
+        accelerator=accelerator_key(row["accelerator"]), count=_count(row),
         benchmark=benchmark, model=MODEL_KEYS[benchmark], scenario=row["scenario"],
         metric=row["metric"], unit=row.get("unit", ""), measured=float(row["value"]),
         precision=_precision(row), division=_division(row), source=row["source"],

@@ -24,9 +24,21 @@ Workload statistics (what dcsim draws; lengths are clipped lognormals, σ = 0.8 
 Simulation, kept short (a replica is independent of the others when queries are spread
 evenly, so one replica is simulated and its rate multiplied by the replica count):
 
-- Offline: a burst of queries at t ≈ 0 on one replica; throughput is the work done until
-  the last query is admitted, divided by that time (the saturated rate: MLPerf's ≥ 600 s
-  runs make the final drain a few percent; a short simulation would exaggerate it).
+- Offline (default, :func:`analytic_offline_rate`): the saturated steady state of one
+  replica in closed form, so that fitting and leave-one-accelerator-out cross-validation
+  cost milliseconds.  LLM: continuous batching keeps B = min(max_batch, KV capacity /
+  mean context) sequences running; every iteration decodes B tokens and, on average,
+  prefills the B/E[out] prompts that replace finished sequences (Σn = B·E[in]/E[out],
+  Σn² = B·E[in²]/E[out]); a running sequence holds on average
+  E[in] + (E[out²] − E[out]) / (2 E[out]) tokens of context (length-biased: long outputs
+  stay longer).  Admissions are whole prompts, k per iteration with k ~ Poisson(B/E[out])
+  (the finished sequences they replace), and the iteration time is averaged over k: the
+  max() of the roofline is convex, so averaging the prompts first would hide the compute
+  bursts of the iterations that prefill.  Throughput = B / E[t_iteration].  SDXL: step-level batching of
+  ``IMAGE_MAX_BATCH`` images whose phases (encode, 20 UNet steps, safety, VAE) are mixed
+  in proportion to their step counts.  :func:`offline_rate` (the exact engine, a burst of
+  queries at t ≈ 0, work done until the last admission divided by that time) is the second
+  implementation the tests compare it with.
 - Server: Poisson arrivals at λ/replicas on one replica (random routing thins a Poisson
   stream into Poisson streams); the highest λ meeting the constraints, with every measured
   request finished, is found by bisection.
@@ -34,15 +46,20 @@ evenly, so one replica is simulated and its rate multiplied by the replica count
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 from scipy.optimize import brentq
+from scipy.special import ndtri
+from scipy.stats import poisson
 
 from fleets.catalog import Catalog
 from sim.studies.calibration import Point, family
 from sim.engine.core import simulate
+from sim.engine.shapes import STEPS, picture_phases, picture_shape
+from sim.models.perf import PerfModel
 from sim.scenario import parse_scenario
 from traffic.distributions import LognormalDist
 
@@ -59,6 +76,7 @@ BISECTION_STEPS = 8
 SERVER_SEARCH_CEILING = 1.5  # × the Offline rate: the bisection's upper bracket
 SAMPLE_INTERVAL_S = 30.0  # time-series sampling (unused here; coarse keeps runs cheap)
 SEED = 20240828  # MLPerf v4.1 publication date
+MEMORY_UTILIZATION = 0.9  # vLLM gpu_memory_utilization default (the pool default too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +116,8 @@ def length_dist(mean: float, cap: float) -> LognormalDist:
 
 
 def choose_layout(point: Point, catalog: Catalog) -> Layout:
-    """The smallest TP (a divisor of the system's chips, within a scale-up domain) whose
+    """The smallest TP (a divisor of the system's chips and of the model's attention heads,
+    within a scale-up domain: up to 72 on an NVL72 rack) whose
     replica holds the weights plus KV cache for :data:`KV_BUDGET_BATCH` sequences of mean
     length at 90 % memory utilisation; the largest such TP if none does. SDXL: one
     replica per chip (MLPerf submitters run data-parallel UNets)."""
@@ -108,7 +127,9 @@ def choose_layout(point: Point, catalog: Catalog) -> Layout:
     model = catalog.model(point.model)
     bench = BENCHMARKS[point.model]
     kv = KV_BUDGET_BATCH * (bench.input_mean + bench.output_mean) * model.kv_bytes_per_token(point.precision)
-    options = [tp for tp in (1, 2, 4, 8) if point.count % tp == 0 and tp <= acc.scaleup_domain_size]
+    heads = model.heads or 1
+    options = [tp for tp in range(1, min(point.count, acc.scaleup_domain_size) + 1)
+               if point.count % tp == 0 and heads % tp == 0]
     for tp in options:
         if tp * acc.memory_bytes * 0.9 - model.weight_bytes(point.precision) >= kv:
             return Layout(tp, point.count // tp)
@@ -130,7 +151,7 @@ def _scenario(point: Point, layout: Layout, arrival: dict, duration_s: float, wa
     return parse_scenario({
         "name": f"mlperf {point.point}", "seed": SEED, "duration_s": duration_s, "warmup_s": warmup_s,
         "drain_s": 3600.0, "sample_interval_s": SAMPLE_INTERVAL_S, "workloads": {"bench": {**workload, "arrival": arrival}},
-        "fleets": [{"name": "sut", "pools": [pool]}],
+        "fleets": [{"name": "sut", "pools": [pool]}], "engine": {"mode": "exact"},
     }, f"mlperf {point.point}")
 
 
@@ -182,11 +203,70 @@ def server_rate(point: Point, layout: Layout, catalog: Catalog, offline_per_repl
     return lo * per_query
 
 
-def predict(point: Point, catalog: Catalog) -> tuple[float, Layout]:
-    """Predicted system throughput in the point's unit, and the layout used."""
+def predict(point: Point, catalog: Catalog, analytic: bool = True) -> tuple[float, Layout]:
+    """Predicted system throughput in the point's unit, and the layout used.
+
+    Offline: :func:`analytic_offline_rate` (``analytic``) or the exact engine
+    (:func:`offline_rate`); Server: exact-engine bisection from that Offline rate."""
     layout = choose_layout(point, catalog)
-    per_replica = offline_rate(point, layout, catalog)
+    rate = analytic_offline_rate if analytic else offline_rate
+    per_replica = rate(point, layout, catalog)
     if point.scenario == "Server":
         per_replica = server_rate(point, layout, catalog, per_replica)
     return per_replica * layout.replicas, layout
+
+
+QUANTILE_GRID = 2000  # midpoint quantiles for the moments of a clipped lognormal
+
+
+@cache
+def length_moments(mean: float, cap: float) -> tuple[float, float]:
+    """(E[X], E[X²]) of :func:`length_dist` by midpoint quadrature over its quantiles."""
+    dist = length_dist(mean, cap)
+    q = (np.arange(QUANTILE_GRID) + 0.5) / QUANTILE_GRID
+    x = np.clip(np.exp(np.log(dist.median) + dist.sigma * ndtri(q)), dist.min, dist.max)
+    return float(x.mean()), float((x * x).mean())
+
+
+def _perf(point: Point, layout: Layout, catalog: Catalog) -> PerfModel:
+    return PerfModel(catalog.accelerator(point.accelerator), catalog.model(point.model),
+                     point.precision, layout.tp, 1)
+
+
+def analytic_offline_rate(point: Point, layout: Layout, catalog: Catalog) -> float:
+    """Saturated throughput of one replica in closed form (tokens/s or samples/s); the
+    steady state described in the module docstring."""
+    perf = _perf(point, layout, catalog)
+    if family(point.model) == "image":
+        return _image_rate(point, catalog, perf)
+    bench = BENCHMARKS[point.model]
+    e_in, e_in2 = length_moments(bench.input_mean, bench.input_max)
+    e_out, e_out2 = length_moments(bench.output_mean, bench.output_max)
+    held = e_in + (e_out2 - e_out) / (2.0 * e_out)
+    acc = catalog.accelerator(point.accelerator)
+    free = layout.tp * acc.memory_bytes * MEMORY_UTILIZATION - perf.weight_bytes
+    batch = float(LLM_MAX_BATCH)
+    if perf.kv_bytes_per_token > 0:
+        batch = max(1.0, min(batch, free / (perf.kv_bytes_per_token * held)))
+    lam = batch / e_out  # prompts admitted per iteration on average
+    ks = np.arange(int(lam + 12.0 * math.sqrt(lam) + 12.0))
+    weights = poisson.pmf(ks, lam)
+    t = sum(w * perf.mixed_cost(k * e_in, k * e_in2, batch, batch * held)[0] for k, w in zip(ks, weights))
+    return batch / (t / weights.sum())
+
+
+def _image_rate(point: Point, catalog: Catalog, perf: PerfModel) -> float:
+    workload = _scenario(point, Layout(1, 1), {"kind": "poisson", "rate_per_s": 1.0}, 1.0, 0.0).workloads["bench"]
+    phases = picture_phases(workload, picture_shape(workload, catalog))
+    steps = sum(ph[STEPS] for ph in phases)
+    mean = [sum(ph[STEPS] * ph[i] for ph in phases) / steps for i in (2, 3, 4)]  # flops, bytes, tokens
+    width = float(IMAGE_MAX_BATCH)
+    extra = sum(catalog.model(k).weight_bytes(point.precision) for k in _pipeline_keys(point, catalog))
+    t_step = perf.time_s(width * mean[0], perf.weight_bytes + extra + width * mean[1], width * mean[2])
+    return width / (steps * t_step)
+
+
+def _pipeline_keys(point: Point, catalog: Catalog) -> list[str]:
+    encoders, vae, safety = catalog.pipeline(point.model)
+    return [k for k in (*encoders, vae, safety) if k]
 

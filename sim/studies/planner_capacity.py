@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from sim.engine.shapes import cfg_mode
 from sim.models.perf import PerfModel
 
 
@@ -59,6 +60,8 @@ def _picture_capacity(workload, pool, perf: PerfModel) -> float:
     model = perf.model
     cfg = model.default_cfg if getattr(workload, "cfg", None) is None else workload.cfg
     guidance = 2 if cfg else 1
+    passes = 2 if cfg and cfg_mode(workload, model) == "sequential" else 1
+    guidance //= passes  # sequential CFG: single-pass forwards, twice per step
     act = (model.activation_bytes_per_sample or 0.0) * guidance
     tokens = (model.latent_tokens or 0) * guidance
     if workload.kind == "branching_search":
@@ -71,7 +74,7 @@ def _picture_capacity(workload, pool, perf: PerfModel) -> float:
         batch = max(1, min(batch, int(pool.free_bytes // act)))
     flops = model.flops_per_step * guidance
     step = perf.time_s(batch * flops, perf.weight_bytes_read(batch * tokens) + batch * act, batch * tokens)
-    return batch / (sample_steps * step)
+    return batch / (sample_steps * passes * step)
 
 
 def _dlm_capacity(workload, pool, perf: PerfModel) -> float:
@@ -86,5 +89,5 @@ def _dlm_capacity(workload, pool, perf: PerfModel) -> float:
     flops = perf.linear_flops_per_token * block + perf.attn_flops_per_pair * block * (context + block)
     bytes_moved = perf.kv_bytes_per_token * (context + block)
     step = perf.time_s(batch * flops, perf.weight_bytes_read(batch * block) + batch * bytes_moved, batch * block)
-    steps = _mean(workload.steps)
+    steps = _mean(workload.steps) if workload.steps is not None else (perf.model.default_steps or 1)
     return batch / (blocks * steps * step + perf.prefill_time_s(max(int(prompt), 1)))

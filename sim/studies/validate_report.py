@@ -10,30 +10,53 @@ from pathlib import Path
 import pandas as pd
 
 from sim.results.export import write_csv, write_file_atomic
-from sim.studies.validate import GROUPS, Validation
+from sim.studies.validate import Validation, summarize
 
 CALIBRATION_NAME = "MLPerf Inference v4.x calibration (dcsim validate)"
 
 
-def summary_text(v: Validation) -> str:
-    """Median and max |error| per model × accelerator × scenario, the two groups apart,
-    then the fitted factors and the unexpressed points."""
+def _error_lines(summary: pd.DataFrame, title: str) -> list[str]:
+    lines = [title, f"  {'model':<13} {'accelerator':<10} {'scenario':<8} {'points':>6} {'median':>8} {'max':>8}"]
+    for r in summary.itertuples():
+        lines.append(f"  {r.model:<13} {r.accelerator:<10} {r.scenario:<8} {r.points:>6} "
+                     f"{r.median_abs_error_pct:>7.1f}% {r.max_abs_error_pct:>7.1f}%")
+    return lines
+
+
+def _pooled_lines(table: pd.DataFrame, label: str) -> list[str]:
     lines = []
-    for group in GROUPS:
-        part = v.summary[v.summary["group"] == group]
-        lines.append(f"{group} points ({int(part['points'].sum())}): |error| = |predicted - measured| / measured")
-        lines.append(f"  {'model':<13} {'accelerator':<10} {'scenario':<8} {'points':>6} {'median':>8} {'max':>8}")
-        for r in part.itertuples():
-            lines.append(f"  {r.model:<13} {r.accelerator:<10} {r.scenario:<8} {r.points:>6} "
-                         f"{r.median_abs_error_pct:>7.1f}% {r.max_abs_error_pct:>7.1f}%")
-        lines.append("")
-    lines.append("fitted factors (eta_c = compute, eta_m = bandwidth; * = not identifiable, kept at the start value)")
-    for r in v.factors.itertuples():
-        c = "" if r.compute_identifiable else "*"
-        m = "" if r.bandwidth_identifiable else "*"
-        lines.append(f"  {r.accelerator:<10} eta_c {r.compute_efficiency:.3f}{c:<1}  eta_m {r.bandwidth_efficiency:.3f}{m:<1}"
-                     f"  from {r.calibration_points} calibration point(s)")
+    offline = table[table["scenario"] == "Offline"] if not table.empty else table
+    for fam, part in (("LLM", offline[offline["model"] != "sdxl"]), ("SDXL", offline[offline["model"] == "sdxl"])):
+        if not part.empty:
+            a = part["error_pct"].abs()
+            lines.append(f"  {label} {fam} Offline: median |error| {a.median():.1f}%, max {a.max():.1f}% "
+                         f"over {len(part)} point(s)")
+    return lines
+
+
+def summary_text(v: Validation) -> str:
+    """In-sample and leave-one-accelerator-out errors, the efficiency table (every catalog
+    chip: η's, status, band) and the unexpressed points with their reasons."""
+    lines = []
+    for group, part in v.summary.groupby("group", sort=False):
+        lines += _error_lines(part, f"{group} points ({int(part['points'].sum())}): "
+                                    f"|error| = |predicted - measured| / measured")
+    lines += _pooled_lines(v.points, v.points["group"].iloc[0] if not v.points.empty else "")
     lines.append("")
+    if not v.loao_points.empty:
+        for group, part in v.loao_points.groupby("group", sort=True):
+            lines += _error_lines(summarize(part), f"{group} (fit on every other chip, predict this one):")
+            lines += _pooled_lines(part, group)
+            lines.append("")
+    if not v.factors.empty:
+        lines.append(f"efficiency table (t_0 = {v.factors['iteration_overhead_us'].iloc[0]:.0f} us per iteration, shared; "
+                     "band = +-% from the leave-one-accelerator-out residuals)")
+        lines.append(f"  {'accelerator':<14} {'eta_c':>6} {'eta_m':>6} {'band':>6}  status")
+        for r in v.factors.itertuples():
+            band = "" if pd.isna(r.band_pct) else f"{r.band_pct:.0f}%"
+            lines.append(f"  {r.accelerator:<14} {r.compute_efficiency:>6.3f} {r.bandwidth_efficiency:>6.3f} {band:>6}  "
+                         f"{r.status} (eta_c {r.compute_status}, eta_m {r.bandwidth_status})")
+        lines.append("")
     reasons = v.unexpressed.groupby("reason").size() if not v.unexpressed.empty else pd.Series(dtype=int)
     lines.append(f"not expressible: {len(v.unexpressed)} point(s) (listed in unexpressed.csv)")
     for reason, n in reasons.items():
@@ -65,7 +88,8 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlabel(f"measured (MLPerf), {label}")
         ax.set_ylabel(f"predicted (dcsim), {label}")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle("dcsim vs MLPerf Inference v4.x (filled: calibration, hollow: held-out)")
     fig.tight_layout()
@@ -74,21 +98,21 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
 
 
 def write_outputs(v: Validation, out_dir: Path) -> list[Path]:
-    """validation.csv, fitted_factors.csv, unexpressed.csv, summary.csv, validation.png."""
+    """validation.csv, fitted_factors.csv, loao.csv, loao_summary.csv, unexpressed.csv,
+    summary.csv, validation.png (the fit-only files are skipped with ``--no-fit``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [
-        write_file_atomic(out_dir / "validation.csv", lambda p: write_csv(v.points, p)),
-        write_file_atomic(out_dir / "fitted_factors.csv", lambda p: write_csv(v.factors, p)),
-        write_file_atomic(out_dir / "unexpressed.csv", lambda p: write_csv(v.unexpressed, p)),
-        write_file_atomic(out_dir / "summary.csv", lambda p: write_csv(v.summary, p)),
-        write_file_atomic(out_dir / "validation.png", lambda p: plot_png(v.points, p)),
-    ]
+    files = [("validation.csv", v.points), ("unexpressed.csv", v.unexpressed), ("summary.csv", v.summary)]
+    if not v.factors.empty:
+        files += [("fitted_factors.csv", v.factors), ("loao.csv", v.loao_points), ("loao_summary.csv", v.loao)]
+    written = [write_file_atomic(out_dir / name, lambda p, t=table: write_csv(t, p)) for name, table in files]
+    if not v.points.empty:
+        written.append(write_file_atomic(out_dir / "validation.png", lambda p: plot_png(v.points, p)))
     return written
 
 
 def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
-    """Write fitted (η_c, η_m) and their provenance into the accelerators CSV at ``path``;
-    other rows and columns stay byte-for-byte as they were."""
+    """Write every row's (η_c, η_m), t_0, band, status and provenance into the accelerators
+    CSV at ``path``; other columns stay byte-for-byte as they were."""
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         fields, rows = reader.fieldnames, list(reader)
@@ -99,15 +123,19 @@ def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
             continue
         row["compute_efficiency"] = f"{fit.compute_efficiency:.3f}"
         row["bandwidth_efficiency"] = f"{fit.bandwidth_efficiency:.3f}"
-        kept = [name for name, ok in (("eta_c", fit.compute_identifiable), ("eta_m", fit.bandwidth_identifiable)) if not ok]
-        row["efficiency_status"] = "derived: fitted to MLPerf closed results" + (
-            f" ({', '.join(kept)} not identifiable: Vidur H100 start value kept)" if kept else "")
-        row["efficiency_source"] = (f"{CALIBRATION_NAME}: bounded least squares on log error over "
-                                    f"{fit.calibration_points} calibration point(s): {fit.points} "
-                                    f"(github.com/mlcommons/inference_results_v4.0/v4.1 via "
-                                    f"../shared/data/reference/calibration_points.csv)")
+        row["iteration_overhead_us"] = f"{fit.iteration_overhead_us:.1f}"
+        row["efficiency_band_pct"] = "" if pd.isna(fit.band_pct) else f"{fit.band_pct:.1f}"
+        row["efficiency_status"] = (f"{fit.status}: eta_c {fit.compute_status}, eta_m {fit.bandwidth_status}")
+        row["efficiency_source"] = (f"{CALIBRATION_NAME}: {fit.source} (github.com/mlcommons/inference_results_v4.0/v4.1 "
+                                    f"via ../shared/data/reference/calibration_points.csv)")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return write_file_atomic(path, lambda p: p.write_text(buffer.getvalue(), encoding="utf-8"))
+
+
+def write_overlay(rows: pd.DataFrame, path: Path) -> Path:
+    """Write ``dcsim calibrate``'s overlay rows (key + efficiency columns) atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_file_atomic(path, lambda p: write_csv(rows, p))

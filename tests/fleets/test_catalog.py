@@ -2,7 +2,8 @@
 
 import pytest
 
-from fleets.catalog import BYTES_PER_PARAM, PRECISIONS, STATUS_WORDS, activation_bytes_estimate
+from fleets.catalog import (BYTES_PER_PARAM, EFFICIENCY_STATUS_WORDS, PRECISIONS, STATUS_WORDS,
+                            activation_bytes_estimate)
 from fleets.catalog_io import load_catalog
 from sim.errors import UserError
 
@@ -26,9 +27,22 @@ def test_accelerator_rows_have_sources_and_statuses(key):
     for source in (acc.spec_source, acc.price_source, acc.power_source, acc.network_source,
                    acc.efficiency_source):
         assert source.strip()
-    for status in (acc.status, acc.price_status, acc.power_status, acc.network_status,
-                   acc.efficiency_status):
+    for status in (acc.status, acc.price_status, acc.power_status, acc.network_status):
         assert status.lower().startswith(STATUS_WORDS)
+    assert acc.efficiency_status.startswith(EFFICIENCY_STATUS_WORDS)
+
+
+@pytest.mark.parametrize("key", sorted(ACCELERATOR_KEYS))
+def test_no_row_carries_a_placeholder_efficiency(key):
+    """Issue 12: no 'H100 value until calibrated'; a transferred row names its donor chips
+    and carries a band, a calibrated row names its MLPerf points."""
+    acc = CATALOG.accelerator(key)
+    assert "until calibrated" not in acc.efficiency_source + acc.efficiency_status
+    assert (acc.compute_efficiency, acc.bandwidth_efficiency) != (0.688, 0.877)
+    if acc.efficiency_status.startswith("transferred"):
+        assert "transferred" in acc.efficiency_source and acc.efficiency_band_pct > 0
+    if acc.efficiency_status.startswith("calibrated"):
+        assert "MLPerf v4.x Offline point" in acc.efficiency_source
 
 
 @pytest.mark.parametrize("key", sorted(MODEL_KEYS))
@@ -54,11 +68,14 @@ def test_node_overhead_from_dgx_system_power():
     assert CATALOG.accelerator("b200").node_power_w == pytest.approx(14_300)
 
 
-def test_peak_flops_falls_back_to_wider_precision():
+def test_peak_flops_refuses_a_precision_without_a_published_peak():
     h100 = CATALOG.accelerator("h100-sxm")
     assert h100.peak_flops("fp8") == pytest.approx(1979e12)
-    assert h100.peak_flops("fp4") == pytest.approx(1979e12)
-    assert CATALOG.accelerator("tpu-v5e").peak_flops("fp4") == pytest.approx(197e12)
+    assert h100.precisions == ("bf16", "fp8")
+    with pytest.raises(UserError, match="'h100-sxm' has no fp4 peak; allowed precisions: bf16, fp8"):
+        h100.peak_flops("fp4")
+    with pytest.raises(UserError, match="allowed precisions: bf16$"):
+        CATALOG.accelerator("tpu-v5e").peak_flops("fp4")
     assert CATALOG.accelerator("b200").peak_flops("fp4") == pytest.approx(9000e12)
 
 

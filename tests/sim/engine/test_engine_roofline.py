@@ -4,6 +4,7 @@ single request on an idle replica built from them."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,8 @@ def hand_decode_time_s(batch: int, context_tokens: int, tp: int, bytes_per_param
     bytes_moved = params * bytes_per_param + kv_per_token * context_tokens
     link = float(H100["scaleup_gbps_per_dir"]) * 1e9
     latency = float(H100["scaleup_latency_us"]) * 1e-6
-    allreduce = latency + 2 * (tp - 1) / tp * batch * hidden * 2 / link
+    latency += float(H100["scaleup_latency_log2_us"]) * 1e-6 * math.log2(tp)
+    allreduce = latency + 2 * (tp - 1) / tp * batch * hidden * 2 / (link * float(H100["scaleup_bus_efficiency"]))
     return max(flops / (peak * eta_c), bytes_moved / (bw * eta_m)) + 2 * layers * allreduce
 
 
@@ -51,7 +53,8 @@ def hand_prefill_time_s(prompt: int, tp: int, bytes_per_param: float) -> float:
     bytes_moved = params * bytes_per_param + kv_per_token * prompt
     link = float(H100["scaleup_gbps_per_dir"]) * 1e9
     latency = float(H100["scaleup_latency_us"]) * 1e-6
-    allreduce = latency + 2 * (tp - 1) / tp * prompt * hidden * 2 / link
+    latency += float(H100["scaleup_latency_log2_us"]) * 1e-6 * math.log2(tp)
+    allreduce = latency + 2 * (tp - 1) / tp * prompt * hidden * 2 / (link * float(H100["scaleup_bus_efficiency"]))
     eta_c, eta_m = float(H100["compute_efficiency"]), float(H100["bandwidth_efficiency"])
     return max(flops / (peak * eta_c), bytes_moved / (bw * eta_m)) + 2 * layers * allreduce
 

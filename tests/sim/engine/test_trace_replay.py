@@ -124,13 +124,14 @@ def test_azure_conv_replay_counts_conservation_little(at_repo_root):
         assert (requests["status"] != "in_flight").all(), f"{fleet}: unstable after {DRAIN_S} s drain"
 
         # Little's law L = λ·W over [0, T): the fleet starts empty, so the only gap is
-        # the requests that arrive near T and leave after it (≈ E[W²]/(2·W·T), ~2%).
+        # the requests that arrive near T and leave after it (≈ E[W²]/(2·W·T), computed below).
         done = requests[requests["status"] == "completed"]
         arrive, leave = done["arrival_at_s"].to_numpy(), done["done_at_s"].to_numpy()
         mean_in_system = time_average_in_system(arrive, leave, 0.0, DURATION_S)
         rate = len(done) / DURATION_S
         mean_e2e = float(np.mean(leave - arrive))
-        assert mean_in_system == pytest.approx(rate * mean_e2e, rel=0.05), fleet
+        edge = float(np.mean((leave - arrive) ** 2)) / (2.0 * mean_e2e * DURATION_S)  # the gap above
+        assert mean_in_system == pytest.approx(rate * mean_e2e, rel=0.03 + edge), (fleet, edge)
         # and exactly, once the window covers every interval
         end = float(leave.max())
         assert time_average_in_system(arrive, leave, 0.0, end) == pytest.approx(len(done) / end * mean_e2e, rel=1e-9)

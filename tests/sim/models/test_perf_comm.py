@@ -1,0 +1,62 @@
+"""Communication, TP and KV-replication physics of the perf model (issue 12, item 3).
+
+Expected values: Vidur's measured H100 NVLink all-reduce times (raw CSV, in the test),
+hand arithmetic from the catalog's heads / KV heads, and the published H100 NVLink rate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleets.catalog_io import load_catalog
+from sim.errors import UserError
+from sim.models.perf import PerfModel
+from shared_data import SHARED_DATA, require_file
+
+ALL_REDUCE = SHARED_DATA / "reference" / "vidur_profiling" / "network" / "h100_dgx" / "all_reduce.csv"
+CAT = load_catalog()
+
+
+@pytest.mark.parametrize("group", [2, 4, 8])
+def test_h100_all_reduce_matches_vidur_measurements(group):
+    """Median |relative error| of the fitted curve against every measured message size of
+    each group size stays within 15 %, and large messages run at most at the NVLink rate."""
+    raw = pd.read_csv(require_file(ALL_REDUCE))
+    rows = raw[(raw["num_workers"] == group) & (raw["devices_per_node"] == group)]
+    measured = rows.groupby("size")["time_stats.all_reduce.median"].median() * 1e-3
+    h100 = CAT.accelerator("h100-sxm")
+    predicted = np.array([h100.allreduce_time_s(float(s), group) for s in measured.index])
+    rel = np.abs(predicted / measured.to_numpy() - 1)
+    assert np.median(rel) <= 0.15
+    biggest = measured.index.max()
+    ring_floor_s = 2 * (group - 1) / group * biggest / 450e9  # NVLink 4: 450 GB/s per direction
+    assert measured.loc[biggest] >= ring_floor_s and h100.allreduce_time_s(biggest, group) >= ring_floor_s
+
+
+def test_latency_grows_with_group_and_scale_out_is_slower_than_scale_up():
+    h100 = CAT.accelerator("h100-sxm")
+    times = [h100.allreduce_time_s(0.0, n) for n in (2, 4, 8)]
+    assert times[0] < times[1] < times[2]
+    for acc in CAT.accelerators.values():
+        if acc.scaleup_domain_size > 1:
+            assert acc.scaleout_latency_s > acc.scaleup_latency_s, acc.key
+
+
+def test_tp_must_divide_attention_heads():
+    model = CAT.model("llama-3-70b")  # 64 heads
+    acc = CAT.accelerator("gb200")
+    with pytest.raises(UserError, match="does not divide the 64 attention heads"):
+        PerfModel(acc, model, "fp8", tp=343)
+    with pytest.raises(UserError, match="allowed tp: 1, 2, 4, 8, 16, 32, 64"):
+        PerfModel(acc, model, "fp8", tp=72)
+    PerfModel(acc, model, "fp8", tp=64)  # inside a 72-GPU NVL72 domain
+
+
+@pytest.mark.parametrize("tp", [1, 8, 16, 32])
+def test_kv_heads_are_replicated_when_tp_exceeds_them(tp):
+    model = CAT.model("llama-3-70b")
+    copies = max(1, tp // model.kv_heads)  # 8 KV heads: TP16 keeps each head twice
+    per_token = 2 * model.layers * model.kv_heads * model.head_dim * 1.0 * copies  # fp8: 1 byte
+    perf = PerfModel(CAT.accelerator("gb200"), model, "fp8", tp=tp)
+    assert perf.kv_bytes_per_token == pytest.approx(per_token)
