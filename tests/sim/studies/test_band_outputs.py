@@ -26,7 +26,7 @@ def test_band_beside_latency_throughput_and_cost():
     table = planner_table(fleet_workload_rows(results), ["fleet"])
     assert BAND["h100-sxm"] == "" and float(BAND["b200"]) > 0
     assert table["perf_band_pct"].iloc[0] == float(BAND["b200"])
-    assert f"+-{float(BAND['b200']):.0f}% on latency, throughput and cost" in run_report(results)
+    assert f"±{float(BAND['b200']):.0f}% on latency, throughput and cost" in run_report(results)
 
 
 def test_all_calibrated_fleet_has_no_band():
