@@ -22,12 +22,12 @@ from plotly.offline import get_plotlyjs
 
 from sim.results import charts
 from sim.errors import UserError
+from sim.engine.core import TIMESERIES_COLUMNS
 from sim.results.tables import Results
 from sim.scenario import load_scenario
 
 RUN_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "scenario.yaml")
 SWEEP_FILES = ("sweep.parquet", "sweep.csv")
-TIMESERIES_COLUMNS = ["fleet", "t_s", "pool", "outstanding", "queued", "central_queued", "busy_total_s"]
 
 
 # --- reading result directories --------------------------------------------------------
@@ -60,7 +60,7 @@ def load_run(directory: str | Path) -> Results:
         fleets=pd.read_csv(directory / "fleets.csv"),
         events={},
         end_s={},
-        timeseries=pd.read_parquet(series) if series.is_file() else pd.DataFrame(columns=TIMESERIES_COLUMNS),
+        timeseries=pd.read_parquet(series) if series.is_file() else pd.DataFrame(columns=list(TIMESERIES_COLUMNS)),
     )
 
 
