@@ -33,6 +33,7 @@ KIND_SYMBOLS = {
 UTILISATION_COLUMNS = {
     "busy_fraction": "busy", "mfu": "MFU", "bandwidth_utilisation": "memory-BW utilisation",
     "hbm_mean_fraction": "HBM mean", "hbm_peak_fraction": "HBM peak",
+    "batch_fill_fraction": "batch / max_batch", "memory_used_mean_fraction": "KV (or activation) memory in use",
 }
 COST_PARTS = {
     "depreciation_usd_per_hour": "capex amortisation",
@@ -78,17 +79,25 @@ def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
 
 
 def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
-    """Per workload of one fleet: p99 TTFT / E2E, SLO attainment, $/request, status."""
+    """Per workload of one fleet: p99 TTFT / E2E (≥ when the run is unstable: lower
+    bounds), offered / served / goodput rates, rejections, SLO attainment and why
+    requests missed, $/request, status."""
     rows = []
     for _, r in summary[summary["fleet"] == fleet].iterrows():
         missed = not pd.isna(r["slo_attainment"]) and r["slo_attainment"] < r["slo_target"]
+        bound = "≥ " if r.get("tails_lower_bound", False) else ""
         rows.append({
             "workload": r["workload"],
-            "p99 TTFT": seconds(r["ttft_p99_s"]),
-            "p99 E2E": seconds(r["e2e_p99_s"]),
+            "p99 TTFT": bound + seconds(r["ttft_p99_s"]),
+            "p99 E2E": bound + seconds(r["e2e_p99_s"]),
+            "req/s offered / served / goodput": " / ".join(
+                human(r.get(c, math.nan)) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")),
+            "rejected": f"{int(r.get('rejected', 0))} ({percent(r.get('rejected_share', math.nan), decimals=1)})",
             "SLO met": percent(r["slo_attainment"], decimals=1),
+            "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
+                str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
             "$/request": usd(r["cost_per_request_usd"]),
-            "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
+            "status": "UNSTABLE (tails are lower bounds)" if r["unstable"] else ("SLO missed" if missed else "ok"),
         })
     return pd.DataFrame(rows)
 
@@ -174,7 +183,8 @@ def utilisation_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, fleet: 
 
 
 def pool_utilisation(pools: pd.DataFrame) -> go.Figure:
-    """Grouped bars per pool (x: fleet / pool): busy, MFU, memory-BW utilisation, HBM."""
+    """Grouped bars per pool (x: fleet / pool): busy, MFU, memory-BW utilisation, HBM,
+    batch fill and KV occupancy (saturation: busy 100% with a small batch is not full)."""
     x = [pools["fleet"].astype(str), pools["pool"].astype(str)]
     fig = go.Figure()
     for i, (column, label) in enumerate(UTILISATION_COLUMNS.items()):

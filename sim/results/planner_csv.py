@@ -10,7 +10,11 @@ Columns (units in the names; plain numbers, no currency strings):
   opex); ``cost_usd_per_hour`` (depreciation + energy + other opex);
   ``depreciation_years``; ``tco_usd`` = capex + opex per month × 12 × depreciation years.
 - per workload ``w``: ``w_cost_per_request_usd``, ``w_cost_per_1m_output_tokens_usd``
-  (NaN for workloads without output tokens), ``w_slo_attainment``, ``w_slo_target``.
+  (NaN for workloads without output tokens), ``w_slo_attainment`` (over all arrivals in
+  the window; rejected and unfinished requests are misses), ``w_slo_target``,
+  ``w_arrival_rate_rps`` (offered), ``w_throughput_rps`` (completions inside the window
+  per second: what was served), ``w_goodput_rps`` (those meeting the SLO),
+  ``w_rejected_share`` and ``w_status`` (``ok`` | ``slo_missed`` | ``unstable``).
 - ``headroom_load_multiplier``: the largest multiplier m of every workload's arrival
   rate (all scaled together) at which every workload still meets its SLO target (and the
   run stays stable), found by re-simulating the fleet with the same seed: doubling from
@@ -35,7 +39,18 @@ from sim.results.tables import Results
 MONTHS_PER_YEAR = 12
 FLEET_COLUMNS = ("accelerators", "accelerator_count", "nodes", "racks", "capex_usd", "opex_usd_per_month",
                  "it_power_max_kw", "it_power_avg_kw", "cost_usd_per_hour")
-WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "slo_attainment", "slo_target")
+WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "slo_attainment", "slo_target",
+                    "arrival_rate_rps", "throughput_rps", "goodput_rps", "rejected_share")
+
+
+def workload_status(row) -> str:
+    """``unstable`` (backlog growing or requests left after the drain: the tails are lower
+    bounds), ``slo_missed`` (attainment below target) or ``ok``, from a summary row."""
+    if bool(row.get("unstable", False)):
+        return "unstable"
+    if float(row["slo_attainment"]) < float(row["slo_target"]):
+        return "slo_missed"
+    return "ok"
 
 
 def accelerator_column(accelerator: str) -> str:
@@ -87,6 +102,7 @@ def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
     for _, w in g.iterrows():
         for metric in WORKLOAD_METRICS:
             row[f"{w['workload']}_{metric}"] = float(w[metric])
+        row[f"{w['workload']}_status"] = workload_status(w)
     row["headroom_load_multiplier"] = headroom
     row["headroom_pct"] = (headroom - 1.0) * 100.0 if headroom == headroom and headroom > 0 else math.nan
     return row
