@@ -8,8 +8,8 @@ those formulas, computed here, never from the code under test.
 
 False alarms of the trend test (sim/results/stability.py), measured once (2026-11-24) by
 running the ``mmc`` scenario below (30 seeds per load, c = 4, μ = 1, window 1,800 s after
-200 s warm-up): ρ = 0.5, 0.8, 0.9 → 0/30 flagged; ρ = 0.95 → 1/30; ρ = 0.98 → 3/30;
-ρ = 1.0 (critical) → 10/30; ρ = 1.02 → 26/30; ρ = 1.05 → 29/30; ρ ≥ 1.1 → 30/30. The tests
+200 s warm-up): ρ = 0.5, 0.8, 0.9, 0.95 → 0/30 flagged; ρ = 0.98 → 1/30; ρ = 1.0
+(critical) → 5/30; ρ = 1.02 → 13/30; ρ = 1.05 → 26/30; ρ = 1.1 and 1.25 → 30/30. The tests
 keep a cheaper subset of those seeds.
 """
 
