@@ -6,8 +6,8 @@ with no server and no network. By default it is written beside the directory as
 ``DIR.html`` (inside it, it would make ``run --out DIR`` refuse to replace the folder).
 
 Readers here are shared with the dashboard: :func:`load_run` rebuilds a
-:class:`~sim.results.tables.Results` from the exported files (no time series, which ``run``
-does not export, unless a ``timeseries.parquet`` sits beside them) and :func:`load_sweep`
+:class:`~sim.results.tables.Results` from the exported files (the time series from
+``timeseries.parquet``; empty for result directories written before it existed) and :func:`load_sweep`
 reads the tidy sweep table.
 """
 
