@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from sim.results.report_text import human, percent, seconds, usd
+from sim.results.report_text import human, percent, rejections, seconds, usd
 
 PALETTE = qualitative.D3
 CDF_POINTS = 400
@@ -92,7 +92,7 @@ def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
             "p99 E2E": bound + seconds(r["e2e_p99_s"]),
             "req/s offered / served / goodput": " / ".join(
                 human(r.get(c, math.nan)) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")),
-            "rejected": f"{int(r.get('rejected', 0))} ({percent(r.get('rejected_share', math.nan), decimals=1)})",
+            "rejected (share, reason)": rejections(r),
             "SLO met": percent(r["slo_attainment"], decimals=1),
             "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
                 str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
@@ -161,10 +161,14 @@ def busy_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, window: int | 
 
 
 def utilisation_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, fleet: str) -> go.Figure:
-    """Two stacked panels for one fleet: busy fraction per pool, and queued requests."""
+    """Three stacked panels for one fleet: busy fraction per pool, queued requests, and
+    the batch in flight against the pool's capacity (replicas × ``max_batch``): busy
+    100% with a small batch is not saturation; a full batch with a growing queue is."""
     ts = busy_over_time(timeseries[timeseries["fleet"] == fleet], pools)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=["busy fraction per pool", "queue length per pool"])
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
+                        subplot_titles=["busy fraction per pool", "queue length per pool",
+                                        "batch in flight / (replicas × max_batch)"])
+    mine = pools[pools["fleet"] == fleet].set_index("pool")
     for i, (pool, g) in enumerate(ts.groupby("pool", sort=False)):
         color = PALETTE[i % len(PALETTE)]
         fig.add_trace(go.Scatter(x=g["t_s"], y=g["busy_fraction"], name=str(pool), legendgroup=str(pool),
@@ -175,9 +179,16 @@ def utilisation_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, fleet: 
                                  line=dict(color=color, dash="dot"),
                                  hovertemplate="%{x:.0f} s: %{y} queued<extra>" + str(pool) + "</extra>"),
                       row=2, col=1)
+        if "running" in g.columns and "max_batch" in mine.columns and pool in mine.index:
+            fill = g["running"] / (mine.at[pool, "replicas"] * mine.at[pool, "max_batch"])
+            fig.add_trace(go.Scatter(x=g["t_s"], y=fill, name=str(pool), legendgroup=str(pool), showlegend=False,
+                                     line=dict(color=color, dash="dash"),
+                                     hovertemplate="%{x:.0f} s: batch %{y:.0%} full<extra>" + str(pool) + "</extra>"),
+                          row=3, col=1)
     fig.update_yaxes(title_text="busy (%)", tickformat=".0%", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="queued requests (count)", rangemode="tozero", row=2, col=1)
-    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_yaxes(title_text="batch fill (%)", tickformat=".0%", range=[0, 1.05], row=3, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     fig.update_layout(title=f"Utilisation over time: {fleet}", **{**LAYOUT, "legend_title_text": "pool"})
     return fig
 

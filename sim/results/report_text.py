@@ -119,7 +119,7 @@ REASON_LABELS = {"exceeds_max_context": "context", "exceeds_kv_capacity": "KV", 
                  "other": "other"}
 
 
-def _rejected(row: pd.Series) -> str:
+def rejections(row: pd.Series) -> str:
     """Rejected measured requests: count, share of arrivals and reasons."""
     n = int(row.get("rejected", 0))
     if n == 0:
@@ -150,7 +150,7 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
                 "misses TTFT/TPOT/E2E/rejected/unfinished", "$/request"]
     columns += [
         [" / ".join(human(r[c]) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")) for _, r in g.iterrows()],
-        [_rejected(r) for _, r in g.iterrows()],
+        [rejections(r) for _, r in g.iterrows()],
         [percent(v, decimals=1) for v in g["slo_attainment"]],
         [_misses(r) for _, r in g.iterrows()],
         [usd(v) for v in g["cost_per_request_usd"]],

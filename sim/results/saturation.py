@@ -6,7 +6,7 @@ activation memory of a step-batched pool) was, and whether requests queued, more
 more. The engine samples every pool on a regular grid (``sim.engine.core._Sampler``);
 over the samples inside [warmup_s, duration_s) this gives, per pool:
 
-- ``batch_mean``: time-average batch per replica (running sequences for autoregressive
+- ``max_batch`` (the pool's limit) and ``batch_mean``: time-average batch per replica (running sequences for autoregressive
   pools, sample-width for step-batched ones, busy slots for service pools; idle time
   counts as 0) and ``batch_fill_fraction`` = ``batch_mean`` / ``max_batch``;
 - ``memory_used_mean_fraction`` / ``memory_used_peak_fraction``: KV cache in use over
@@ -35,7 +35,7 @@ import pandas as pd
 from sim.results.stability import NO_TREND, backlog_trend, batch_means_of_samples
 
 SATURATION_COLUMNS = (
-    "batch_mean", "batch_fill_fraction", "memory_used_mean_fraction", "memory_used_peak_fraction",
+    "max_batch", "batch_mean", "batch_fill_fraction", "memory_used_mean_fraction", "memory_used_peak_fraction",
     "queue_mean", "queue_max", "queue_end", "backlog_slope_per_s", "backlog_growth_share",
     "backlog_trend_p_value", "unstable",
 )
@@ -48,7 +48,8 @@ def saturation_columns(series: pd.DataFrame, replicas: int, max_batch: int, t0_s
     ``memory_used_fraction``)."""
     s = series[(series["t_s"] >= t0_s) & (series["t_s"] < t1_s)]
     if s.empty:
-        return {c: (False if c == "unstable" else math.nan) for c in SATURATION_COLUMNS}
+        empty = {c: (False if c == "unstable" else math.nan) for c in SATURATION_COLUMNS}
+        return {**empty, "max_batch": max_batch}
     batch = s["running"].to_numpy(dtype=float) / replicas
     queue = (s["queued"] + s["central_queued"]).to_numpy(dtype=float)
     memory = s["memory_used_fraction"].to_numpy(dtype=float)
@@ -56,6 +57,7 @@ def saturation_columns(series: pd.DataFrame, replicas: int, max_batch: int, t0_s
     means = batch_means_of_samples(s["t_s"].to_numpy(), backlog, t0_s, t1_s)
     trend = backlog_trend(means, t0_s, t1_s, arrival_rate_per_s) if len(s) >= 3 else NO_TREND
     return {
+        "max_batch": max_batch,
         "batch_mean": float(batch.mean()),
         "batch_fill_fraction": float(batch.mean()) / max_batch,
         "memory_used_mean_fraction": float(np.mean(memory)) if np.isfinite(memory).all() else math.nan,
