@@ -16,9 +16,12 @@ keep a cheaper subset of those seeds.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scenario_cases import make_scenario
 
 from sim.engine.core import simulate
@@ -148,3 +151,43 @@ def test_sampler_is_bounded_over_a_burst_with_a_long_drain():
     assert np.allclose(steps, steps[0], rtol=1e-9)  # one regular grid
     assert ts["t_s"].iloc[-1] >= run.end_s - steps[0]  # covers the whole span
     assert ts["running"].max() <= 256
+
+
+# --- batch means against a second implementation ---------------------------------------
+
+_CI = bool(os.environ.get("CI"))
+
+
+@st.composite
+def intervals(draw):
+    n = draw(st.integers(0, 30))
+    starts = draw(st.lists(st.floats(-5.0, 25.0, allow_nan=False), min_size=n, max_size=n))
+    lengths = draw(st.lists(st.one_of(st.none(), st.floats(0.0, 30.0, allow_nan=False)), min_size=n, max_size=n))
+    ends = [np.nan if d is None else s + d for s, d in zip(starts, lengths)]
+    return np.array(starts, dtype=float), np.array(ends, dtype=float)
+
+
+def sweep_line_means(starts, ends, t0, t1, batches):
+    """Second implementation: walk the +1/−1 events in time order and integrate N(t)
+    piecewise over each batch."""
+    edges = np.linspace(t0, t1, batches + 1)
+    events = sorted([(s, 1) for s in starts] + [(e, -1) for e in ends if np.isfinite(e)])
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        n = sum(1 for s, e in zip(starts, ends) if s <= a and not (np.isfinite(e) and e <= a))
+        area, t = 0.0, a
+        for when, step in events:
+            if a < when < b:
+                area += n * (when - t)
+                t, n = when, n + step
+        area += n * (b - t)
+        out.append(area / (b - a))
+    return np.array(out)
+
+
+@settings(max_examples=200, deadline=None, derandomize=_CI)
+@given(intervals(), st.integers(1, 7))
+def test_batch_means_match_a_sweep_line(data, batches):
+    starts, ends = data
+    ours = batch_means_of_intervals(starts, ends, 0.0, 20.0, batches)
+    assert ours == pytest.approx(sweep_line_means(starts, ends, 0.0, 20.0, batches), abs=1e-9)

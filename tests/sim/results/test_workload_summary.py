@@ -10,6 +10,7 @@ import pytest
 from scenario_cases import make_scenario
 
 from sim.results.metrics import MISS_REASONS
+from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.report_text import run_report
 from sim.results.tables import run_scenario
 
@@ -112,3 +113,16 @@ def test_unstable_run_prints_unstable_and_lower_bounds():
     assert row["throughput_rps"] < 0.9 * row["arrival_rate_rps"]
     assert bool(results.pools.iloc[0]["unstable"])
     assert isinstance(results.summary, pd.DataFrame)
+
+
+def test_planner_row_carries_status_and_served_rates():
+    """The planner CSV row of an overloaded fleet says ``unstable`` and gives the served
+    rate next to the offered one (same numbers as the summary, which the tests above
+    check by hand)."""
+    results = run_scenario(chat("llama-3.1-8b", rate_per_s=60.0, drain_s=0.0))
+    row = planner_table(fleet_workload_rows(results), ["fleet"]).iloc[0]
+    summary = results.summary.iloc[0]
+    assert row["chat_status"] == "unstable"
+    assert row["chat_throughput_rps"] == summary["throughput_rps"] < row["chat_arrival_rate_rps"]
+    assert row["chat_goodput_rps"] == summary["goodput_rps"]
+    assert row["chat_rejected_share"] == 0.0
