@@ -131,7 +131,8 @@ def rejections(row: pd.Series) -> str:
 
 
 def _misses(row: pd.Series) -> str:
-    return " / ".join(str(int(row[f"slo_miss_{r}"])) for r in ("ttft", "tpot", "e2e", "rejected", "unfinished"))
+    counts = [row.get(f"slo_miss_{r}") for r in ("ttft", "tpot", "e2e", "rejected", "unfinished")]
+    return " / ".join(MISSING if _missing(c) else str(int(c)) for c in counts)
 
 
 def workload_table(name: str, g: pd.DataFrame) -> str:
@@ -149,7 +150,7 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
     headers += ["req/s offered / served / goodput", "rejected", f"SLO met (target {target})",
                 "misses TTFT/TPOT/E2E/rejected/unfinished", "$/request"]
     columns += [
-        [" / ".join(human(r[c]) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")) for _, r in g.iterrows()],
+        [" / ".join(human(r.get(c)) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")) for _, r in g.iterrows()],
         [rejections(r) for _, r in g.iterrows()],
         [percent(v, decimals=1) for v in g["slo_attainment"]],
         [_misses(r) for _, r in g.iterrows()],
@@ -176,7 +177,7 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
     right = [0 < i < len(headers) - 1 for i in range(len(headers))]
     title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
     text = f"{title}\n{table(headers, zip(*columns), right)}"
-    if g["tails_lower_bound"].any():
+    if g.get("tails_lower_bound", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
         text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count "
                  "with the time they had waited when the run ended")
     return text
