@@ -3,7 +3,9 @@
 A pool is ``replicas`` copies of one model on one accelerator type, each replica spread
 over ``tp`` (tensor parallel, inside one scale-up domain) x ``pp`` (pipeline stages)
 accelerators.  :func:`place_pool` returns a :class:`PoolLayout` with node, rack and power
-counts, or raises :class:`~sim.errors.PlacementError` explaining what to change.
+counts for the pool on its own, or raises :class:`~sim.errors.PlacementError` explaining
+what to change.  A fleet's pools are then packed together into shared nodes and racks by
+:func:`fleets.packing.pack_fleet`; costs and power follow the packed layout.
 """
 
 from __future__ import annotations

@@ -99,6 +99,9 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or notes on stderr"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (one row per fleet) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
+    cells: Optional[int] = typer.Option(None, "--cells", metavar="N", help="split every fleet into N identical cells, each with its own router and 1/N of the demand, and merge them (see README 'Cells')"),
+    dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="with --cells: run the cells on this Dask scheduler, or 'local' for a LocalCluster"),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="with --cells: worker processes (default: cores)"),
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
     from sim.results.export import check_replaceable, write_results
@@ -111,7 +114,11 @@ def run(
         if out is not None:
             check_replaceable(out.absolute())
         started = time.perf_counter()
-        if quiet:
+        if cells is not None:
+            results = _run_cells(scenario, cells, dask, workers)
+        elif dask is not None or workers is not None:
+            raise UserError("--dask and --workers go with --cells N (a run of one fleet is one process)")
+        elif quiet:
             results = run_scenario(scenario)
         else:
             with progress_bars() as bars:
@@ -122,6 +129,16 @@ def run(
         if planner is not None:
             note(f"wrote {write_run_planner(results, planner, headroom)}", quiet)
     typer.echo(run_report(results), nl=False)
+
+
+def _run_cells(scenario: Scenario, cells: int, dask: Optional[str], workers: Optional[int]):
+    from sim.studies.cells import cell_scenario, run_cells
+    from sim.studies.sweep import make_executor
+
+    for fleet in scenario.fleets:
+        cell_scenario(scenario, fleet.name, cells)  # refuse before starting any worker
+    with make_executor(dask, workers) as executor:
+        return run_cells(scenario, cells, executor)
 
 
 # --- catalog and schema -------------------------------------------------------------
@@ -242,6 +259,10 @@ def plan(
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="write plan.csv and the planned scenario(s) to DIR"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="write the planner CSV of the chosen and single-type fleets to FILE"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    horizon_weeks: Optional[float] = typer.Option(
+        None, "--horizon-weeks", min=0, max=520, metavar="N",
+        help="plan fitted demand (arrival kind: fitted) N weeks ahead; overrides the file's horizon_weeks",
+    ),
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
     from sim.studies.planner import load_plan, run_plan, write_plan
@@ -249,6 +270,8 @@ def plan(
 
     with user_errors():
         spec = load_plan(plan_path)
+        if horizon_weeks is not None:
+            spec = spec.model_copy(update={"horizon_weeks": horizon_weeks})
         started = time.perf_counter()
         result = run_plan(spec, log=None if quiet else note)
         note(f"planned in {time.perf_counter() - started:.1f} s wall time ({result.simulations} simulations)", quiet)

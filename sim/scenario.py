@@ -231,7 +231,8 @@ class FleetConfig(_Strict):
 
 
 class Economics(_Strict):
-    """Datacenter cost inputs. Defaults and their sources (../shared/data/reference/economics.csv):
+    """Datacenter cost, financing and power inputs. Defaults and their sources
+    (../shared/data/reference/economics.csv unless stated):
 
     - facility_capex_usd_per_mw 11.7e6: Cushman & Wakefield, Data Center Development Cost
       Guide 2025, p.8-9, US average of 19 markets (cushwake.cld.bz).
@@ -242,19 +243,39 @@ class Economics(_Strict):
       Microsoft and Alphabet use 6, Meta 5.5.
     - facility_depreciation_years 20: assumption (typical straight-line life of
       datacenter shell and M&E plant); set your own.
-    - idle_power_fraction 0.3: assumption (an idle accelerator and its host draw ~30% of
-      full-load power); set your own.
-    - other_opex_fraction_per_year 0.0: maintenance, staff, network transit as a fraction
-      of capex per year; zero unless the planner sets it.
+    - discount_rate_per_year 0.0: capex is recovered as an annuity at this rate
+      (capital recovery factor r / (1 - (1 + r)^-n)); 0 gives straight-line
+      depreciation. A choice, not a fact: set your cost of capital (WACC).
+    - network_capex_usd_per_node 66,000: scale-out fabric share per 8-GPU node
+      (switches, optics, cables) = 8 x $47,000 all-in capex per H100 incl. InfiniBand
+      minus the $310,000 node incl. IB cards ("H100 Freakonomics",
+      substack.tech-talk-cto.com, 2024-08; secondary, derived); applied to every type.
+    - maintenance_fraction_per_year 0.0 (of IT capex per year) and staff_usd_per_kw_month
+      0.0 (per provisioned IT kW): no source in ../shared/data, so not charged unless set.
+    - other_opex_fraction_per_year 0.0: any other opex as a fraction of capex per year.
+    - ownership own: buy the fleet; ``rent`` bills accelerator-hours at
+      ``rental_usd_per_accelerator_hour`` (per type; defaults from the gpu_rental rows,
+      in fleets/data/ownership.csv with their sources).
+    - facility_power_limit_mw None: optional cap on a fleet's packed facility power
+      (provisioned IT x PUE); a fleet over it is refused.
+
+    Accelerator and host power follow fleets/data/power.csv (sim/models/power.py).
     """
 
-    electricity_usd_per_kwh: float = Field(0.0892, ge=0)
+    electricity_usd_per_kwh: float = Field(0.0892, ge=0, le=10)
     pue: float = Field(1.56, ge=1, le=5)
-    facility_capex_usd_per_mw: float = Field(11.7e6, ge=0)
+    facility_capex_usd_per_mw: float = Field(11.7e6, ge=0, le=1e9)
     depreciation_years: float = Field(5.0, gt=0, le=50)
     facility_depreciation_years: float = Field(20.0, gt=0, le=100)
-    idle_power_fraction: float = Field(0.3, ge=0, le=1)
+    discount_rate_per_year: float = Field(0.0, ge=0, le=1)
+    network_capex_usd_per_node: float = Field(66_000.0, ge=0, le=1e7)
+    maintenance_fraction_per_year: float = Field(0.0, ge=0, le=1)
+    staff_usd_per_kw_month: float = Field(0.0, ge=0, le=1e4)
     other_opex_fraction_per_year: float = Field(0.0, ge=0, le=10)
+    ownership: Literal["own", "rent"] = "own"
+    rental_usd_per_accelerator_hour: dict[str, Annotated[float, Field(ge=0, le=1000)]] = Field(
+        default_factory=dict, description="per accelerator type; overrides fleets/data/ownership.csv")
+    facility_power_limit_mw: float | None = Field(None, gt=0, le=1e5)
 
 
 class EngineConfig(_Strict):
@@ -298,7 +319,18 @@ class Scenario(_Strict):
             raise ValueError(f"fleet names must be unique; repeated: {dupes}")
         for fleet in self.fleets:
             _check_serves(self, fleet)
+        _check_genai_replays(self)
         return self
+
+
+def _check_genai_replays(scenario: "Scenario") -> None:
+    """``format: genai_csv`` (an image-generation trace) shapes image_diffusion requests only."""
+    for name, wl in scenario.workloads.items():
+        if getattr(wl.arrival, "format", None) == "genai_csv" and wl.kind != "image_diffusion":
+            raise ValueError(
+                f"workloads.{name}.arrival: format genai_csv replays image-generation requests; "
+                f"workload kind must be image_diffusion, got {wl.kind}"
+            )
 
 
 STAGES = {

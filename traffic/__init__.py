@@ -24,6 +24,8 @@ from traffic.distributions import (
     fit_lognormal,
     sample_tokens,
 )
+from traffic.demand_fit import PRESETS, FittedArrivals, fit_demand
+from traffic.genai_trace import GenaiTrace, GenaiTraceArrivals, load_genai_trace
 from traffic.traces import Trace, load_trace
 
 __all__ = [
@@ -31,4 +33,5 @@ __all__ = [
     "ChoiceDist", "ConstantDist", "DISTRIBUTION_ADAPTER", "Distribution", "Diurnal", "EmpiricalDist",
     "ExponentialDist", "GammaArrivals", "LognormalDist", "MMPPArrivals", "PoissonArrivals", "Trace",
     "TraceArrivals", "TraceRef", "UniformDist", "fit_lognormal", "load_trace", "sample_tokens",
+    "PRESETS", "FittedArrivals", "fit_demand", "GenaiTrace", "GenaiTraceArrivals", "load_genai_trace",
 ]

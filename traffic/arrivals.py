@@ -29,6 +29,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, TypeAdapter, model_validator
 
 from sim.errors import TraceError
+from traffic.demand_fit import FittedArrivals
+from traffic.genai_trace import GenaiTraceArrivals
 from traffic.traces import Trace, TraceFormat, load_trace
 
 
@@ -264,8 +266,9 @@ class TraceArrivals(BaseModel):
         return offsets_s.size * self.rate_scale / span_s if span_s > 0 else math.inf
 
 
+AnyTraceArrivals = Annotated[Union[TraceArrivals, GenaiTraceArrivals], Field(discriminator="format")]
 ArrivalProcess = Annotated[
-    Union[PoissonArrivals, GammaArrivals, MMPPArrivals, TraceArrivals],
+    Union[PoissonArrivals, GammaArrivals, MMPPArrivals, AnyTraceArrivals, FittedArrivals],
     Field(discriminator="kind"),
 ]
 ARRIVAL_ADAPTER: TypeAdapter[ArrivalProcess] = TypeAdapter(ArrivalProcess)

@@ -31,8 +31,9 @@ from sim.engine.replica_step import StepReplica
 from sim.engine.request import STATUS_NAMES, Request
 from sim.engine.router import Router
 from sim.engine.run import RunContext, events_processed
-from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads
-from sim.engine.shapes import STAGE_CODES
+from sim.errors import PlacementError
+from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads, split_serves
+from sim.engine.shapes import STAGE_CODES, picture_shape
 
 ProgressFn = Callable[[float, int], None]
 
@@ -83,6 +84,7 @@ def simulate(
     catalog = catalog or load_catalog()
     pools = build_pools(scenario, fleet_cfg, catalog)
     demand = demand if demand is not None else generate_demand(scenario)
+    _check_images_fit(fleet_cfg, demand)
     run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
     for pool in pools:
         cls = _REPLICA_TYPES[pool.family]
@@ -99,7 +101,7 @@ def simulate(
     total = run.outstanding = sum(len(demand[n]) for n in served)
     for w, name in enumerate(names):
         if name in served:
-            entry = _entry(scenario, fleet_cfg, pools, w, name, shapes.get(name), routers, run)
+            entry = _entry(scenario, fleet_cfg, pools, w, name, shapes.get(name), routers, run, catalog)
             _ArrivalFeed(run, w, first_id, demand[name], entry, scenario.workloads[name], requests)
         first_id += len(demand[name])
     run.env.process(_stop_arrivals(run, scenario.duration_s))
@@ -119,6 +121,22 @@ def simulate(
     )
 
 
+def _check_images_fit(fleet_cfg: FleetConfig, demand: dict[str, WorkloadDemand]) -> None:
+    """A replayed request of n images runs n samples at once: every pool running its
+    per-sample stages needs max_batch >= n, or the request could never be admitted."""
+    for name, d in demand.items():
+        if d.images is None or not len(d.images):
+            continue
+        most = int(d.images.max())
+        for pool in fleet_cfg.pools:
+            stages = [split_serves(e)[1] for e in pool.serves if split_serves(e)[0] == name]
+            if stages and any(s != "encode" for s in stages) and pool.max_batch < most:
+                raise PlacementError(
+                    f"fleet '{fleet_cfg.name}' pool '{pool.name}': max_batch (={pool.max_batch}) is smaller than "
+                    f"the {most} images per prompt that workload '{name}' replays; set max_batch >= {most}"
+                )
+
+
 def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:
     if isinstance(fleet, int):
         return scenario.fleets[fleet]
@@ -135,7 +153,7 @@ def _router(routers: dict, key_pools: list[Pool], w: int, policy: str, run: RunC
     return routers[key]
 
 
-def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run):
+def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run, catalog=None):
     """How workload ``w``'s arrivals enter the fleet: its main router, or (pipelines) a
     journey planner whose first leg names the router."""
     main = [p for p in pools if name in p.config.serves]
@@ -146,7 +164,8 @@ def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run):
     for stage in STAGES[wl.kind]:
         serving = [p for p in pools if stage in p.stages.get(w, ())]
         by_stage[STAGE_CODES[stage]] = _router(routers, serving or main, w, fleet_cfg.router, run)
-    return JourneyPlanner(wl, shape, by_stage)
+    variants = {c: picture_shape(wl.model_copy(update={"cfg": c}), catalog) for c in (False, True)} if catalog else {}
+    return JourneyPlanner(wl, shape, by_stage, variants)
 
 
 class _ArrivalFeed:
@@ -168,6 +187,8 @@ class _ArrivalFeed:
         self.output = d.output_tokens.tolist()
         self.steps = d.steps.tolist()
         self.service = d.service_s.tolist()
+        self.images = d.images.tolist() if d.images is not None else None
+        self.cfg = d.cfg.tolist() if d.cfg is not None else None
         self.i = 0
         if self.times:
             self._schedule()
@@ -196,6 +217,8 @@ class _ArrivalFeed:
             else:
                 if self.draws is not None:
                     req.draws = tuple(map(tuple, self.draws[i].tolist()))
+                if self.images is not None:
+                    req.images, req.cfg = self.images[i], self.cfg[i]
                 req.journey = self.planner.plan(req)
                 req.journey[0][0].dispatch(req)
             i += 1
@@ -333,7 +356,7 @@ def _until(run: RunContext, t: float):
 
 
 _REQUEST_FIELDS = (
-    "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s",
+    "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s", "images",
     "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
     "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
     "handoff_wait_s", "branches", "memory_wait_s",
@@ -367,6 +390,7 @@ def _requests_frame(requests: list[Request], names: list[str], scenario: Scenari
             "prompt_tokens": raw["prompt_tokens"],
             "output_tokens": raw["output_tokens"],
             "steps": raw["steps"],
+            "images": raw["images"],
             "sample_steps": raw["sample_steps"],
             "denoiser_flops": raw["denoiser_flops"].astype(float),
             "preemptions": raw["preemptions"],

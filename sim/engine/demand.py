@@ -30,6 +30,8 @@ class WorkloadDemand:
     steps: np.ndarray
     service_s: np.ndarray
     draws: np.ndarray | None = None  # branching search: failures per (request, checkpoint, candidate)
+    images: np.ndarray | None = None  # image diffusion trace replay: samples per request
+    cfg: np.ndarray | None = None  # image diffusion trace replay: int8 CFG 1/0, -1 the workload's
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -44,7 +46,11 @@ def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
     """Draw the requests of workload ``name`` (see module docstring)."""
     wl = scenario.workloads[name]
     rng_arrival, rng_prompt, rng_output, rng_steps, rng_service, rng_verify = _streams(scenario.seed, name)
-    arrival_s = np.asarray(wl.arrival.arrival_times(rng_arrival, scenario.duration_s), dtype=float)
+    rows = None
+    if getattr(wl.arrival, "format", None) == "genai_csv":
+        arrival_s, rows = wl.arrival.select(rng_arrival, scenario.duration_s)
+    else:
+        arrival_s = np.asarray(wl.arrival.arrival_times(rng_arrival, scenario.duration_s), dtype=float)
     n = len(arrival_s)
     zeros = np.zeros(n, dtype=np.int64)
     prompt, output, steps, service = zeros, zeros, zeros, np.zeros(n)
@@ -62,7 +68,12 @@ def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
     if wl.kind == "service_time":
         service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
     draws = _verifier_failures(wl, rng_verify, n)
-    return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws)
+    images = cfg = None
+    if rows is not None:  # a genai_csv replay: per-request steps (unless the workload sets them), images, CFG
+        shapes = wl.arrival.request_shapes(rows)
+        steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else shapes["steps"]
+        images, cfg = shapes["images"], shapes["cfg"]
+    return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws, images, cfg)
 
 
 def _verifier_failures(wl, rng: np.random.Generator, n: int) -> np.ndarray | None:

@@ -12,7 +12,7 @@ accelerator type, otherwise the sender's scale-out NIC), then the receiving pool
 from __future__ import annotations
 
 from sim.engine.request import COMPLETED, Request
-from sim.engine.shapes import STAGE, PictureShape, picture_phases
+from sim.engine.shapes import STAGE, PictureShape, picture_phases, request_phases
 
 
 class JourneyPlanner:
@@ -22,26 +22,42 @@ class JourneyPlanner:
         workload: the workload config (image/video/search kinds).
         shape: its per-sample costs.
         routers: stage code -> router serving that stage.
+        variants: CFG off/on (False/True) -> per-sample costs, for requests that set
+            their own ``cfg`` (trace replay); requests with their own steps, images or
+            CFG share legs by (steps, images, cfg).
     """
 
-    def __init__(self, workload, shape: PictureShape, routers: dict[int, object]) -> None:
+    def __init__(self, workload, shape: PictureShape, routers: dict[int, object],
+                 variants: dict[bool, PictureShape] | None = None) -> None:
         self.workload = workload
         self.shape = shape
         self.routers = routers
+        self.variants = variants or {}
         self._plain: list | None = None  # legs of a request without verifier failures
+        self._own: dict[tuple, list] = {}  # (steps, images, cfg) -> legs
 
     def plan(self, req: Request) -> list[tuple[object, list]]:
+        if (req.steps or req.images != 1 or req.cfg >= 0) and not req.draws:
+            key = (req.steps, req.images, req.cfg)
+            if key not in self._own:
+                shape = self.variants.get(bool(req.cfg), self.shape) if req.cfg >= 0 else self.shape
+                self._own[key] = self._legs(request_phases(self.workload, shape, req.steps, req.images))
+            return self._own[key]
         if not req.draws and self._plain is not None:
             return self._plain
+        legs = self._legs(picture_phases(self.workload, self.shape, req.draws))
+        if not req.draws:
+            self._plain = legs
+        return legs
+
+    def _legs(self, phases: list[tuple]) -> list[tuple[object, list]]:
         legs: list[tuple[object, list]] = []
-        for phase in picture_phases(self.workload, self.shape, req.draws):
+        for phase in phases:
             router = self.routers[phase[STAGE]]
             if legs and legs[-1][0] is router:
                 legs[-1][1].append(phase)
             else:
                 legs.append((router, [phase]))
-        if not req.draws:
-            self._plain = legs
         return legs
 
 

@@ -18,8 +18,10 @@ from typing import Callable
 from fleets.catalog import Catalog
 
 from fleets.catalog_io import load_catalog
+from fleets.packing import FleetPacking, PoolShare, pack_fleet
 from fleets.placement import PoolLayout, place_pool
 from sim.errors import PlacementError
+from sim.models.economics import check_rentable
 from sim.models.perf import PerfModel
 from sim.engine.request import Request
 from sim.engine.run import PoolStats
@@ -43,6 +45,7 @@ class Pool:
     workloads: dict[int, object]  # workload index -> config, for workloads (or stages) served here
     stages: dict[int, set[str]] = field(default_factory=dict)  # workload index -> stages run here
     layout: PoolLayout | None = None
+    share: PoolShare | None = None  # of the fleet's packed nodes and racks
     perf: PerfModel | None = None
     kv_capacity_blocks: int = 0
     free_bytes: float = 0.0
@@ -108,7 +111,31 @@ def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog | None 
         if pool.family != "service":
             _place(pool, catalog, shapes, names, where)
         pools.append(pool)
+    packing = pack_fleet([p.layout for p in pools if p.layout is not None])
+    for i, pool in enumerate(pools):
+        if pool.layout is not None:
+            pool.share = packing.shares[pool.name]
+            check_rentable(pool.layout.accelerator.key, scenario.economics,
+                           f"fleets[{fleet_index}] '{fleet.name}' pools[{i}] '{pool.name}'")
+    check_facility_limit(scenario, packing, f"fleets[{fleet_index}] '{fleet.name}'")
     return pools
+
+
+def check_facility_limit(scenario: Scenario, packing: FleetPacking, where: str) -> None:
+    """Refuse a fleet whose packed racks need more facility power than
+    ``economics.facility_power_limit_mw`` (provisioned IT power x PUE).
+
+    Raises:
+        PlacementError: with the fleet's figure, the limit and its parts."""
+    econ = scenario.economics
+    limit = econ.facility_power_limit_mw
+    need_mw = packing.it_power_max_w * econ.pue / 1e6
+    if limit is not None and need_mw > limit * (1 + 1e-9):
+        raise PlacementError(
+            f"{where}: the packed fleet needs {need_mw:.3f} MW of facility power "
+            f"({packing.nodes} nodes in {packing.racks} racks, {packing.it_power_max_w / 1e3:,.1f} kW IT "
+            f"at full load x PUE {econ.pue}), over economics.facility_power_limit_mw = {limit} MW. "
+            "Use fewer or more efficient accelerators, or raise the limit.")
 
 
 def picture_shapes(scenario: Scenario, catalog: Catalog) -> dict[str, PictureShape]:

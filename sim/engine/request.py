@@ -19,7 +19,8 @@ NAN = math.nan
 class Request:
     """A request and its outcome. Times are absolute simulated instants in seconds.
 
-    ``steps`` is the denoising steps per block/trajectory (diffusion kinds), ``service_s``
+    ``steps`` is the denoising steps per block/trajectory (diffusion kinds; 0 = the
+    workload's), ``images`` the samples generated together, ``service_s``
     the sampled service time (service_time kind). ``share_s`` is the replica-seconds
     attributed to this request: each iteration's time split over the tokens (or
     samples) it processed.
@@ -32,6 +33,8 @@ class Request:
     output_tokens: int = 0
     steps: int = 0
     service_s: float = 0.0
+    images: int = 1  # samples per prompt (image diffusion trace replay)
+    cfg: int = -1  # classifier-free guidance per request: 1 on, 0 off, -1 the workload's
     status: int = PENDING
     reason: str = ""
     pool: int = -1

@@ -153,6 +153,17 @@ def picture_phases(workload, shape: PictureShape, failures: tuple = ()) -> list[
     return phases
 
 
+def request_phases(workload, shape: PictureShape, steps: int, images: int) -> list[tuple]:
+    """Phases of one image/video request of its own: ``steps`` denoising steps (0: the
+    workload's) for each of ``images`` samples generated together (a trace row's
+    num_images_per_prompt). The text encoder runs once per prompt; the denoiser, safety
+    checker and VAE decoder once per sample (width × images), so each sample's FLOP and
+    activation memory are counted."""
+    own = workload.model_copy(update={"steps": steps}) if steps else workload
+    return [ph if ph[STAGE] == ENCODE else (ph[STEPS], ph[WIDTH] * images, *ph[FLOPS:])
+            for ph in picture_phases(own, shape)]
+
+
 def _denoise(steps: int, width: int, den: tuple) -> tuple:
     flops, act, tokens = den
     return (steps, width, flops, act, tokens, False, act, DENOISE)

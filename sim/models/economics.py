@@ -1,87 +1,192 @@
-"""Capex, opex and the cost of each request.
+"""Capex, opex, energy and the cost of each request, owned or rented.
 
-Per pool::
+Per pool (its share of the fleet's packed nodes and racks, see ``fleets/packing.py``)::
 
-    capex      = accelerators × price + nodes × server share (when the price excludes the
-                 server) + facility $/MW × provisioned IT power (MW)
-    cost/hour  = IT capex / depreciation life + facility capex / facility life
-                 + power × PUE × $/kWh + other opex (fraction of capex per year)
-    power      = full-load power × (idle fraction + (1 − idle fraction) × busy fraction)
+    IT capex       = accelerators x price + node share x (server cost, when the price
+                     excludes the server, + network capex per node)
+    facility capex = facility $/MW x provisioned IT power (node share x full-load node W)
+    capital/hour   = IT capex x CRF(r, depreciation_years) / 8766
+                     + facility capex x CRF(r, facility_depreciation_years) / 8766
+    CRF(r, n)      = r / (1 - (1 + r)^-n)   (annuity; 1 / n when r = 0: straight line)
+    energy/hour    = mean IT power (sim.models.power) x PUE x $/kWh
+    opex/hour      = maintenance fraction x IT capex / 8766 + staff $/kW-month x
+                     provisioned IT kW / 730.5 + other fraction x capex / 8766
+    own cost/hour  = capital + energy + opex
+    rent cost/hour = accelerators x $/accelerator-hour (the rental covers server,
+                     network, facility and power)
 
-Full-load IT power of a node is its accelerators' TDP plus the host overhead (catalog).
-Per-request cost is *fully loaded*: the pool's cost over the run is split over the
+Per-request cost is *fully loaded*: the pool's bill over the run is split over the
 requests it served in proportion to the replica-seconds each held (each iteration's time
 split over the tokens or samples in it), so idle time is spread over the requests served
 and the costs add up to the pool's bill. The *marginal* cost charges only the
-replica-seconds the request held, at the full-load hourly rate.
+replica-seconds the request held, at the hourly rate of a busy replica (power at the
+activities measured while busy; for rent, the rental rate). Energy (IT, J) is split the
+same way as the fully loaded cost.
 
-Hours per month: 730.5 (365.25 × 24 / 12).
+Hours per year 8766 (365.25 x 24); per month 730.5.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 import pandas as pd
 
+import fleets
+from sim.errors import UserError
+from sim.models.power import activities, pool_power_w
 from sim.scenario import Economics
 
 HOURS_PER_YEAR = 8766.0
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0
+OWNERSHIP_CSV = Path(fleets.__file__).parent / "data" / "ownership.csv"
 
 
-def pool_costs(pool, econ: Economics, busy_fraction: float) -> dict[str, float]:
-    """Capex and hourly costs of one pool (all replicas) at a mean ``busy_fraction``.
+def capital_recovery_factor(rate: float, years: float) -> float:
+    """Fraction of a capex to pay each year to recover it over ``years`` at ``rate``
+    (annuity); 1 / years at rate 0 (straight line)."""
+    if rate == 0:
+        return 1.0 / years
+    return rate / (1.0 - (1.0 + rate) ** -years)
 
-    Returns a dict of ``*_usd``, ``*_w`` and ``*_usd_per_hour`` fields."""
+
+@lru_cache(maxsize=4)
+def rental_prices(path: Path = OWNERSHIP_CSV) -> dict[str, float]:
+    """$/accelerator-hour per type from ``fleets/data/ownership.csv`` (sourced rows)."""
+    table = pd.read_csv(path)
+    return dict(zip(table["key"], table["rental_usd_per_accelerator_hour"].astype(float)))
+
+
+def rental_rate(acc_key: str, econ: Economics) -> float:
+    """$/accelerator-hour of ``acc_key``: the scenario's override, else the catalog's;
+    NaN when neither has one."""
+    if acc_key in econ.rental_usd_per_accelerator_hour:
+        return float(econ.rental_usd_per_accelerator_hour[acc_key])
+    return rental_prices().get(acc_key, float("nan"))
+
+
+def check_rentable(acc_key: str, econ: Economics, where: str = "") -> None:
+    """Raise UserError when ``ownership: rent`` but ``acc_key`` has no rental price."""
+    if econ.ownership == "rent" and rental_rate(acc_key, econ) != rental_rate(acc_key, econ):
+        known = sorted(set(rental_prices()) | set(econ.rental_usd_per_accelerator_hour))
+        raise UserError(
+            f"{where + ': ' if where else ''}economics.ownership is 'rent' but accelerator '{acc_key}' has no "
+            f"rental price; set economics.rental_usd_per_accelerator_hour.{acc_key} "
+            f"(types with a sourced price: {', '.join(known)})")
+
+
+def pool_costs(pool, econ: Economics, busy_fraction: float, compute_activity: float = 1.0,
+               memory_activity: float = 1.0) -> dict[str, float]:
+    """Capex, power and hourly costs of one pool (all replicas) at a mean
+    ``busy_fraction`` and the chips' activities while busy (see sim.models.power).
+
+    Returns a dict of ``*_usd``, ``*_w`` and ``*_usd_per_hour`` fields; ``cost_usd_per_hour``
+    and ``full_load_cost_usd_per_hour`` follow ``econ.ownership``.
+    Raises UserError when renting a type without a rental price."""
     layout = pool.layout
     if layout is None:  # service-time test pools have no hardware
-        return {k: 0.0 for k in _COST_KEYS}
+        return {k: 0.0 for k in COST_KEYS}
     acc = layout.accelerator
-    price = pool.config.price_usd if pool.config.price_usd is not None else acc.price_usd
-    capex_acc = layout.accelerators * price
-    capex_servers = 0.0 if acc.price_includes_server else layout.nodes * acc.server_cost_usd_per_node
-    it_power_max_w = layout.it_power_max_w
-    capex_facility = econ.facility_capex_usd_per_mw * it_power_max_w / 1e6
-    capex = capex_acc + capex_servers + capex_facility
-    load = econ.idle_power_fraction + (1.0 - econ.idle_power_fraction) * busy_fraction
-    it_power_w = it_power_max_w * load
-    depreciation = (capex_acc + capex_servers) / (econ.depreciation_years * HOURS_PER_YEAR)
-    depreciation += capex_facility / (econ.facility_depreciation_years * HOURS_PER_YEAR)
-    energy = it_power_w * econ.pue / 1e3 * econ.electricity_usd_per_kwh
-    energy_full = it_power_max_w * econ.pue / 1e3 * econ.electricity_usd_per_kwh
-    other = capex * econ.other_opex_fraction_per_year / HOURS_PER_YEAR
+    check_rentable(acc.key, econ, f"pool '{layout.name}'")
+    nodes = pool.share.node_share if pool.share is not None else float(layout.nodes)
+    it_max_w = pool.share.it_power_max_w if pool.share is not None else layout.it_power_max_w
+    capex = _capex(pool, econ, nodes, it_max_w)
+    chips_w, host_w = pool_power_w(acc, layout.accelerators, nodes, busy_fraction, compute_activity, memory_activity)
+    full_chips_w, full_host_w = pool_power_w(acc, layout.accelerators, nodes, 1.0, 1.0, 1.0)
+    capital = (capex["it"] * capital_recovery_factor(econ.discount_rate_per_year, econ.depreciation_years)
+               + capex["facility"] * capital_recovery_factor(econ.discount_rate_per_year,
+                                                               econ.facility_depreciation_years)) / HOURS_PER_YEAR
+    energy = _energy_usd_per_hour(chips_w + host_w, econ)
+    energy_full = _energy_usd_per_hour(full_chips_w + full_host_w, econ)
+    maintenance = econ.maintenance_fraction_per_year * capex["it"] / HOURS_PER_YEAR
+    staff = econ.staff_usd_per_kw_month * it_max_w / 1e3 / HOURS_PER_MONTH
+    other = econ.other_opex_fraction_per_year * capex["total"] / HOURS_PER_YEAR
+    opex = maintenance + staff + other
+    own, own_full = capital + energy + opex, capital + energy_full + opex
+    rent = layout.accelerators * rental_rate(acc.key, econ)
+    renting = econ.ownership == "rent"
     return {
-        "capex_accelerators_usd": capex_acc,
-        "capex_servers_usd": capex_servers,
-        "capex_facility_usd": capex_facility,
-        "capex_usd": capex,
-        "it_power_max_w": it_power_max_w,
-        "it_power_avg_w": it_power_w,
-        "facility_power_avg_w": it_power_w * econ.pue,
-        "depreciation_usd_per_hour": depreciation,
+        "capex_accelerators_usd": capex["accelerators"],
+        "capex_servers_usd": capex["servers"],
+        "capex_network_usd": capex["network"],
+        "capex_facility_usd": capex["facility"],
+        "capex_usd": capex["total"],
+        "it_power_max_w": it_max_w,
+        "it_power_avg_w": chips_w + host_w,
+        "accelerator_power_avg_w": chips_w,
+        "facility_power_avg_w": (chips_w + host_w) * econ.pue,
+        "depreciation_usd_per_hour": capital,
         "energy_usd_per_hour": energy,
+        "maintenance_usd_per_hour": maintenance,
+        "staff_usd_per_hour": staff,
         "other_opex_usd_per_hour": other,
-        "cost_usd_per_hour": depreciation + energy + other,
-        "full_load_cost_usd_per_hour": depreciation + energy_full + other,
-        "opex_usd_per_month": (energy + other) * HOURS_PER_MONTH,
+        "own_cost_usd_per_hour": own,
+        "own_full_load_cost_usd_per_hour": own_full,
+        "rent_usd_per_hour": rent,
+        "cost_usd_per_hour": rent if renting else own,
+        "full_load_cost_usd_per_hour": rent if renting else own_full,
+        "opex_usd_per_month": (rent if renting else energy + opex) * HOURS_PER_MONTH,
     }
 
 
-_COST_KEYS = (
-    "capex_accelerators_usd capex_servers_usd capex_facility_usd capex_usd it_power_max_w "
-    "it_power_avg_w facility_power_avg_w depreciation_usd_per_hour energy_usd_per_hour "
-    "other_opex_usd_per_hour cost_usd_per_hour full_load_cost_usd_per_hour opex_usd_per_month"
+def _capex(pool, econ: Economics, nodes: float, it_max_w: float) -> dict[str, float]:
+    layout = pool.layout
+    acc = layout.accelerator
+    price = pool.config.price_usd if pool.config.price_usd is not None else acc.price_usd
+    accelerators = layout.accelerators * price
+    servers = 0.0 if acc.price_includes_server else nodes * acc.server_cost_usd_per_node
+    network = nodes * econ.network_capex_usd_per_node
+    facility = econ.facility_capex_usd_per_mw * it_max_w / 1e6
+    it = accelerators + servers + network
+    return {"accelerators": accelerators, "servers": servers, "network": network, "facility": facility,
+            "it": it, "total": it + facility}
+
+
+def _energy_usd_per_hour(it_power_w: float, econ: Economics) -> float:
+    return it_power_w * econ.pue / 1e3 * econ.electricity_usd_per_kwh
+
+
+def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tuple[float, float]:
+    """(a_c, a_m) of a pool's chips while busy (0, 0 for pools without hardware)."""
+    layout = pool.layout
+    if layout is None:
+        return 0.0, 0.0
+    return activities(layout.accelerator, layout.precision, layout.tp * layout.pp, busy_s, flops, bytes_moved)
+
+
+COST_KEYS = (
+    "capex_accelerators_usd capex_servers_usd capex_network_usd capex_facility_usd capex_usd it_power_max_w "
+    "it_power_avg_w accelerator_power_avg_w facility_power_avg_w depreciation_usd_per_hour energy_usd_per_hour "
+    "maintenance_usd_per_hour staff_usd_per_hour other_opex_usd_per_hour own_cost_usd_per_hour "
+    "own_full_load_cost_usd_per_hour rent_usd_per_hour cost_usd_per_hour full_load_cost_usd_per_hour "
+    "opex_usd_per_month"
 ).split()
+_COST_KEYS = COST_KEYS  # older name
+
+# Request columns added by attribute_costs: column -> (pool bill column, kind)
+_BILLS = {
+    "cost_own_usd": ("run_own_cost_usd_per_hour", "loaded"),
+    "cost_rent_usd": ("rent_usd_per_hour", "loaded"),
+    "marginal_cost_own_usd": ("busy_own_cost_usd_per_hour", "marginal"),
+    "marginal_cost_rent_usd": ("rent_usd_per_hour", "marginal"),
+    "energy_j": ("run_it_power_avg_w", "energy"),
+}
 
 
 def attribute_costs(
-    requests: pd.DataFrame, pools: pd.DataFrame, end_s: float, pool_shares: pd.DataFrame | None = None
+    requests: pd.DataFrame, pools: pd.DataFrame, end_s: float, pool_shares: pd.DataFrame | None = None,
+    ownership: str = "own",
 ) -> pd.DataFrame:
-    """Add ``cost_usd`` (fully loaded) and ``marginal_cost_usd`` to request rows.
+    """Add per-request ``cost_usd`` (fully loaded), ``marginal_cost_usd`` (both under
+    ``ownership``), their own/rent variants ``cost_own_usd``, ``cost_rent_usd``,
+    ``marginal_cost_own_usd``, ``marginal_cost_rent_usd``, and ``energy_j`` (IT energy).
 
     Each pool's bill over the run [0, end_s] at its whole-run mean power is split over
     the replica-seconds its requests held: a request pays share × (bill ÷ total shares)
     on every pool it used (``pool_shares`` lists the requests whose journey crossed pools;
-    the others used only their ``pool``). Requests never served cost nothing.
+    the others used only their ``pool``). Requests never served cost nothing. The
+    marginal cost is share × busy-replica rate ÷ replicas.
     """
     out = requests.copy()
     multi = set() if pool_shares is None or pool_shares.empty else set(pool_shares["request_id"])
@@ -92,12 +197,17 @@ def attribute_costs(
     )
     pool_rows = pools.set_index("pool")
     totals = shares.groupby("pool")["busy_share_s"].sum()
-    run_cost = pool_rows["run_cost_usd_per_hour"] * end_s / 3600.0
-    rate = (run_cost / totals).reindex(pool_rows.index).fillna(0.0)
-    marginal = pool_rows["full_load_cost_usd_per_hour"] / pool_rows["replicas"].clip(lower=1) / 3600.0
-    shares["cost_usd"] = shares["busy_share_s"] * shares["pool"].map(rate)
-    shares["marginal_cost_usd"] = shares["busy_share_s"] * shares["pool"].map(marginal)
-    per_request = shares.groupby("request_id")[["cost_usd", "marginal_cost_usd"]].sum()
-    out["cost_usd"] = out["request_id"].map(per_request["cost_usd"])
-    out["marginal_cost_usd"] = out["request_id"].map(per_request["marginal_cost_usd"])
+    replicas = pool_rows["replicas"].clip(lower=1)
+    for column, (bill, kind) in _BILLS.items():
+        if kind == "marginal":
+            rate = pool_rows[bill] / replicas / 3600.0
+        else:
+            per_s = pool_rows[bill] / (1.0 if kind == "energy" else 3600.0)
+            rate = (per_s * end_s / totals).reindex(pool_rows.index).fillna(0.0)
+        shares[column] = shares["busy_share_s"] * shares["pool"].map(rate)
+    per_request = shares.groupby("request_id")[list(_BILLS)].sum(min_count=1)
+    for column in _BILLS:
+        out[column] = out["request_id"].map(per_request[column])
+    out["cost_usd"] = out["cost_rent_usd" if ownership == "rent" else "cost_own_usd"]
+    out["marginal_cost_usd"] = out["marginal_cost_rent_usd" if ownership == "rent" else "marginal_cost_own_usd"]
     return out

@@ -38,8 +38,12 @@ UTILISATION_COLUMNS = {
 COST_PARTS = {
     "depreciation_usd_per_hour": "capex amortisation",
     "energy_usd_per_hour": "power",
+    "maintenance_usd_per_hour": "maintenance",
+    "staff_usd_per_hour": "staff",
     "other_opex_usd_per_hour": "other opex",
+    "rent_usd_per_hour": "rent",
 }
+OPTIONAL_COST_PARTS = ("maintenance_usd_per_hour", "staff_usd_per_hour")
 LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=60, b=50), legend_title_text="fleet")
 
 
@@ -64,7 +68,8 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 # --- KPI cards ----------------------------------------------------------------------
 
 def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
-    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request."""
+    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request,
+    worst SLO attainment, facility energy per day, own vs rent $/hour."""
     rows = summary[summary["fleet"] == fleet["fleet"]]
     done = rows["completed"].sum()
     cost = (rows["cost_per_request_usd"].fillna(0) * rows["completed"]).sum()
@@ -75,6 +80,9 @@ def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
         "IT power (max)": f"{human(fleet['it_power_max_kw'])} kW",
         "$/request (all)": usd(cost / done) if done else "—",
         "worst SLO attainment": percent(slo, decimals=1),
+        "energy / day": f"{human(fleet['facility_energy_kwh_per_day'])} kWh" if "facility_energy_kwh_per_day" in fleet else "—",
+        "own / rent per hour": (f"{usd(fleet['own_cost_usd_per_hour'])} / {usd(fleet['rent_usd_per_hour'])}"
+                                if "own_cost_usd_per_hour" in fleet else "—"),
     }
 
 
@@ -97,6 +105,7 @@ def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
             "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
                 str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
             "$/request": usd(r["cost_per_request_usd"]),
+            "J/request": human(r["energy_per_request_j"]) if "energy_per_request_j" in r else "—",
             "status": "UNSTABLE (tails are lower bounds)" if r["unstable"] else ("SLO missed" if missed else "ok"),
         })
     return pd.DataFrame(rows)
@@ -213,12 +222,23 @@ def pool_utilisation(pools: pd.DataFrame) -> go.Figure:
 
 # --- cost ---------------------------------------------------------------------------
 
+def _cost_parts(pools: pd.DataFrame) -> list[str]:
+    """The columns that add up to ``cost_usd_per_hour``: the rent when the fleet is
+    rented, else capital, power, other opex and (when charged) maintenance and staff."""
+    if "rent_usd_per_hour" in pools and pools["rent_usd_per_hour"].notna().all() and \
+            pools["cost_usd_per_hour"].equals(pools["rent_usd_per_hour"]) and pools["rent_usd_per_hour"].sum() > 0:
+        return ["rent_usd_per_hour"]
+    return [c for c in COST_PARTS if c in pools and c != "rent_usd_per_hour"
+            and (c not in OPTIONAL_COST_PARTS or pools[c].sum() > 0)]
+
+
 def cost_breakdown(pools: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
     """Stacked bars of hourly cost per fleet: capex amortisation, power, other opex."""
-    by_fleet = pools.groupby("fleet", sort=False)[list(COST_PARTS)].sum()
+    parts = _cost_parts(pools)
+    by_fleet = pools.groupby("fleet", sort=False)[parts].sum()
     fig = go.Figure()
-    shades = ("#4c78a8", "#f58518", "#9d9d9d")
-    for (column, label), shade in zip(COST_PARTS.items(), shades):
+    shades = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d9d9d")
+    for (column, label), shade in zip(((c, COST_PARTS[c]) for c in parts), shades):
         values = by_fleet[column]
         fig.add_trace(go.Bar(x=list(by_fleet.index), y=values, name=label, marker_color=shade,
                              text=[usd(v) for v in values], textposition="inside",

@@ -25,8 +25,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from sim.models.economics import attribute_costs, pool_activities, pool_costs
 from sim.engine.core import FleetRun
-from sim.models.economics import attribute_costs, pool_costs
 from sim.results.saturation import saturation_columns
 from sim.results.stability import Trend, backlog_trend, batch_means_of_intervals
 from sim.scenario import Scenario, fleet_workloads
@@ -73,9 +73,10 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
         idle_s = max(replica_window_s - raw["busy_s"], 0.0)
         row.update(
             accelerators=layout.accelerators,
-            nodes=layout.nodes,
+            nodes=pool.share.node_share,
             nodes_per_rack=layout.nodes_per_rack,
-            racks=layout.racks,
+            racks=pool.share.rack_share,
+            empty_slots=pool.share.empty_slot_share,
             mfu=raw["flops"] / (replica_window_s * perf.peak_flops),
             bandwidth_utilisation=raw["bytes"] / (replica_window_s * perf.peak_bw_bytes_per_s),
             hbm_mean_fraction=(raw["hbm_byte_s"] + perf.weight_bytes * idle_s) / (replica_window_s * memory),
@@ -86,10 +87,15 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
             peak_flops_per_s=perf.peak_flops,
         )
     else:
-        row.update(accelerators=0, nodes=0, nodes_per_rack=1, racks=0)
+        row.update(accelerators=0, nodes=0, nodes_per_rack=1, racks=0, empty_slots=0)
     busy_run = raw["busy_total_s"] / (end_s * replicas * slots) if end_s > 0 else 0.0
-    row.update(pool_costs(pool, scenario.economics, busy))
-    row["run_cost_usd_per_hour"] = pool_costs(pool, scenario.economics, min(busy_run, 1.0))["cost_usd_per_hour"]
+    a_c, a_m = pool_activities(pool, raw["busy_s"], raw["flops"], raw["bytes"])
+    row.update(compute_activity=a_c, memory_activity=a_m)
+    row.update(pool_costs(pool, scenario.economics, busy, a_c, a_m))
+    run = pool_costs(pool, scenario.economics, min(busy_run, 1.0), a_c, a_m)
+    row.update(run_cost_usd_per_hour=run["cost_usd_per_hour"], run_own_cost_usd_per_hour=run["own_cost_usd_per_hour"],
+               run_it_power_avg_w=run["it_power_avg_w"],
+               busy_own_cost_usd_per_hour=pool_costs(pool, scenario.economics, 1.0, a_c, a_m)["own_cost_usd_per_hour"])
     return row
 
 
@@ -97,9 +103,10 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-def costed_requests(run: FleetRun, pools: pd.DataFrame) -> pd.DataFrame:
-    """Request rows with ``cost_usd`` and ``marginal_cost_usd``."""
-    return attribute_costs(run.requests, pools, run.end_s, run.pool_shares)
+def costed_requests(run: FleetRun, pools: pd.DataFrame, ownership: str = "own") -> pd.DataFrame:
+    """Request rows with ``cost_usd``, ``marginal_cost_usd`` (under ``ownership``), their
+    own/rent variants and ``energy_j`` (see :func:`sim.models.economics.attribute_costs`)."""
+    return attribute_costs(run.requests, pools, run.end_s, run.pool_shares, ownership)
 
 
 def workload_summary(requests: pd.DataFrame, scenario: Scenario, end_s: dict[str, float] | None = None) -> pd.DataFrame:
@@ -154,7 +161,10 @@ def _workload_row(fleet: str, name: str, rows: pd.DataFrame, scenario: Scenario,
     row["marginal_cost_per_request_usd"] = done["marginal_cost_usd"].mean() if len(done) else math.nan
     tokens = done["output_tokens"].sum()
     row["cost_per_1m_output_tokens_usd"] = cost / tokens * 1e6 if tokens else math.nan
+    row.update(_own_rent_energy_columns(done))
     row.update(_search_columns(wl, done))
+    if wl.kind == "image_diffusion":
+        row.update(_image_columns(g, done, cost, window_s, unstable))
     return row
 
 
@@ -234,6 +244,35 @@ def _tails(g: pd.DataFrame, end_s: float, censor: bool) -> dict:
 TTFT_KINDS = ("autoregressive", "diffusion_lm")
 
 
+def _own_rent_energy_columns(done: pd.DataFrame) -> dict:
+    """Fully loaded and marginal $/request and $/1M output tokens when owning and when
+    renting, and IT energy per request and per output token (J)."""
+    n, tokens = len(done), done["output_tokens"].sum()
+    out = {}
+    for way in ("own", "rent"):
+        loaded, marginal = done[f"cost_{way}_usd"], done[f"marginal_cost_{way}_usd"]
+        out[f"cost_per_request_{way}_usd"] = loaded.sum(min_count=1) / n if n else math.nan
+        out[f"marginal_cost_per_request_{way}_usd"] = marginal.mean() if n else math.nan
+        out[f"cost_per_1m_output_tokens_{way}_usd"] = loaded.sum(min_count=1) / tokens * 1e6 if tokens else math.nan
+        out[f"marginal_cost_per_1m_output_tokens_{way}_usd"] = (
+            marginal.sum(min_count=1) / tokens * 1e6 if tokens else math.nan)
+    out["energy_per_request_j"] = done["energy_j"].sum() / n if n else math.nan
+    out["energy_per_output_token_j"] = done["energy_j"].sum() / tokens if tokens else math.nan
+    return out
+
+
+def _image_columns(g: pd.DataFrame, done: pd.DataFrame, cost: float, window_s: float, unstable: bool) -> dict:
+    """Images (samples) per second and per dollar, and queueing delay percentiles
+    (arrival to first admission on a replica) of image requests, which may each ask
+    for several images (trace replay)."""
+    images = done["images"].sum() if "images" in done else len(done)
+    out = {"images_per_s": images / window_s, "cost_per_image_usd": cost / images if images else math.nan}
+    queue = done["queue_s"].dropna().to_numpy()
+    for p in PERCENTILES:
+        out[f"queue_p{p}_s"] = float(np.percentile(queue, p)) if len(queue) and not unstable else math.nan
+    return out
+
+
 def _search_columns(wl, done: pd.DataFrame) -> dict:
     """Compute multiplier, verifier calls and hand-off time of a workload's requests.
 
@@ -264,34 +303,44 @@ def _meets_slo(done: pd.DataFrame, slo) -> pd.Series:
     return ok
 
 
-def fleet_table(pools: pd.DataFrame) -> pd.DataFrame:
-    """One row per fleet: accelerators by type, capex, opex per month, IT power.
+def fleet_table(pools: pd.DataFrame, summary: pd.DataFrame | None = None, econ=None) -> pd.DataFrame:
+    """One row per fleet: accelerators by type, packed nodes/racks/empty slots, capex,
+    opex per month, power (kW, MW), energy per day, own and rent cost per hour, and
+    output tokens per second per provisioned facility MW (when ``summary`` is given).
 
-    Nodes belong to one pool (a replica's TP group never straddles pools), but racks are
-    shared: the racks of one accelerator type are its pools' nodes packed
-    ``nodes_per_rack`` at a time."""
+    Pools of one accelerator type share nodes and racks (``fleets/packing.py``); each
+    pool row carries its share, so the sums here are the packed integers."""
+    pue = econ.pue if econ is not None else 1.0
     rows = []
     for fleet, g in pools.groupby("fleet", sort=False):
         by_type = g.groupby("accelerator", sort=False)["accelerators"].sum()
-        rows.append(
-            {
-                "fleet": fleet,
-                "accelerators": " + ".join(f"{int(n)}× {a}" for a, n in by_type.items() if n),
-                "accelerator_count": int(g["accelerators"].sum()),
-                "nodes": int(g["nodes"].sum()),
-                "racks": _shared_racks(g),
-                "capex_usd": g["capex_usd"].sum(),
-                "opex_usd_per_month": g["opex_usd_per_month"].sum(),
-                "it_power_max_kw": g["it_power_max_w"].sum() / 1e3,
-                "it_power_avg_kw": g["it_power_avg_w"].sum() / 1e3,
-                "cost_usd_per_hour": g["cost_usd_per_hour"].sum(),
-            }
-        )
+        it_max_kw = g["it_power_max_w"].sum() / 1e3
+        it_avg_kw = g["it_power_avg_w"].sum() / 1e3
+        row = {
+            "fleet": fleet,
+            "accelerators": " + ".join(f"{int(n)}× {a}" for a, n in by_type.items() if n),
+            "accelerator_count": int(g["accelerators"].sum()),
+            "nodes": int(round(g["nodes"].sum())),
+            "racks": int(round(g["racks"].sum())),
+            "empty_slots": int(round(g["empty_slots"].sum())),
+            "capex_usd": g["capex_usd"].sum(),
+            "opex_usd_per_month": g["opex_usd_per_month"].sum(),
+            "it_power_max_kw": it_max_kw,
+            "it_power_avg_kw": it_avg_kw,
+            "it_power_max_mw": it_max_kw / 1e3,
+            "facility_power_max_mw": it_max_kw * pue / 1e3,
+            "it_energy_kwh_per_day": it_avg_kw * 24.0,
+            "facility_energy_kwh_per_day": it_avg_kw * pue * 24.0,
+            "cost_usd_per_hour": g["cost_usd_per_hour"].sum(),
+            "own_cost_usd_per_hour": g["own_cost_usd_per_hour"].sum(),
+            "rent_usd_per_hour": g["rent_usd_per_hour"].sum(min_count=1),
+        }
+        row["output_tokens_per_s_per_mw"] = _tokens_per_mw(summary, fleet, row["facility_power_max_mw"])
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _shared_racks(pools: pd.DataFrame) -> int:
-    racks = 0
-    for _, g in pools[pools["nodes"] > 0].groupby("accelerator", sort=False):
-        racks += math.ceil(g["nodes"].sum() / g["nodes_per_rack"].min())
-    return racks
+def _tokens_per_mw(summary: pd.DataFrame | None, fleet: str, facility_mw: float) -> float:
+    if summary is None or summary.empty or facility_mw <= 0:
+        return math.nan
+    return float(summary.loc[summary["fleet"] == fleet, "output_tokens_per_s"].sum()) / facility_mw

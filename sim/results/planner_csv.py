@@ -9,12 +9,20 @@ Columns (units in the names; plain numbers, no currency strings):
 - ``capex_usd``; ``opex_usd_per_month`` (energy at the simulated mean power plus other
   opex); ``cost_usd_per_hour`` (depreciation + energy + other opex);
   ``depreciation_years``; ``tco_usd`` = capex + opex per month × 12 × depreciation years.
+- ``empty_slots`` (accelerator slots left in the packed nodes), ``it_energy_kwh_per_day``
+  and ``facility_energy_kwh_per_day`` (at the simulated mean power),
+  ``output_tokens_per_s_per_mw`` (per provisioned facility MW), ``own_cost_usd_per_hour``
+  and ``rent_usd_per_hour`` (the fleet bought, or rented at the gpu_rental prices; NaN
+  when a type has no rental price); ``cost_usd_per_hour`` follows ``economics.ownership``.
 - per workload ``w``: ``w_cost_per_request_usd``, ``w_cost_per_1m_output_tokens_usd``
   (NaN for workloads without output tokens), ``w_slo_attainment`` (over all arrivals in
   the window; rejected and unfinished requests are misses), ``w_slo_target``,
   ``w_arrival_rate_rps`` (offered), ``w_throughput_rps`` (completions inside the window
   per second: what was served), ``w_goodput_rps`` (those meeting the SLO),
-  ``w_rejected_share`` and ``w_status`` (``ok`` | ``slo_missed`` | ``unstable``).
+  ``w_rejected_share`` and ``w_status`` (``ok`` | ``slo_missed`` | ``unstable``),
+  the same costs owned and rented (``w_cost_per_request_own_usd``,
+  ``w_cost_per_request_rent_usd``, ``w_cost_per_1m_output_tokens_{own,rent}_usd``) and
+  IT energy ``w_energy_per_request_j`` and ``w_energy_per_output_token_j``.
 - ``headroom_load_multiplier``: the largest multiplier m of every workload's arrival
   rate (all scaled together) at which every workload still meets its SLO target (and the
   run stays stable), found by re-simulating the fleet with the same seed: doubling from
@@ -39,7 +47,12 @@ from sim.results.tables import Results
 MONTHS_PER_YEAR = 12
 FLEET_COLUMNS = ("accelerators", "accelerator_count", "nodes", "racks", "capex_usd", "opex_usd_per_month",
                  "it_power_max_kw", "it_power_avg_kw", "cost_usd_per_hour")
+# energy and ownership columns (sim.results.metrics.fleet_table), copied as they are
+FLEET_ENERGY_COLUMNS = ("empty_slots", "it_energy_kwh_per_day", "facility_energy_kwh_per_day",
+                        "output_tokens_per_s_per_mw", "own_cost_usd_per_hour", "rent_usd_per_hour")
 WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "slo_attainment", "slo_target",
+                    "cost_per_request_own_usd", "cost_per_request_rent_usd", "cost_per_1m_output_tokens_own_usd",
+                    "cost_per_1m_output_tokens_rent_usd", "energy_per_request_j", "energy_per_output_token_j",
                     "arrival_rate_rps", "throughput_rps", "goodput_rps", "rejected_share")
 
 
@@ -61,7 +74,7 @@ def accelerator_column(accelerator: str) -> str:
 def fleet_workload_rows(results: Results) -> pd.DataFrame:
     """One row per fleet × workload: the summary row joined with its fleet's totals,
     accelerators by type (JSON), PUE and depreciation life (all a planner row needs)."""
-    fleets = results.fleets[list(FLEET_COLUMNS) + ["fleet"]]
+    fleets = results.fleets[list(FLEET_COLUMNS) + [c for c in FLEET_ENERGY_COLUMNS if c in results.fleets] + ["fleet"]]
     rows = results.summary.merge(fleets, on="fleet", how="left")
     by_type = {
         fleet: json.dumps({a: int(n) for a, n in g.groupby("accelerator", sort=True)["accelerators"].sum().items()})
@@ -99,9 +112,13 @@ def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
     row["cost_usd_per_hour"] = float(first["cost_usd_per_hour"])
     row["depreciation_years"] = float(first["depreciation_years"])
     row["tco_usd"] = row["capex_usd"] + row["opex_usd_per_month"] * MONTHS_PER_YEAR * row["depreciation_years"]
+    for column in FLEET_ENERGY_COLUMNS:
+        if column in first:
+            row[column] = float(first[column])
     for _, w in g.iterrows():
         for metric in WORKLOAD_METRICS:
-            row[f"{w['workload']}_{metric}"] = float(w[metric])
+            if metric in w:
+                row[f"{w['workload']}_{metric}"] = float(w[metric])
         row[f"{w['workload']}_status"] = workload_status(w)
     row["headroom_load_multiplier"] = headroom
     row["headroom_pct"] = (headroom - 1.0) * 100.0 if headroom == headroom and headroom > 0 else math.nan

@@ -161,7 +161,14 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         columns.append([usd(v) for v in g["cost_per_1m_output_tokens_usd"]])
     elif kind in PER_ITEM_LABEL:
         headers.append(PER_ITEM_LABEL[kind])
-        columns.append([usd(v) for v in g["cost_per_request_usd"]])
+        images = kind == "image_diffusion" and "cost_per_image_usd" in g
+        per_item = g["cost_per_image_usd"] if images else g["cost_per_request_usd"]
+        columns.append([usd(v) for v in per_item])
+    if "energy_per_request_j" in g:
+        per_token = kind in TOKEN_KINDS
+        unit = "J/output token" if per_token else PER_ITEM_LABEL.get(kind, "$/request").replace("$", "J")
+        headers.append(f"IT energy ({unit})")
+        columns.append([human(v) for v in g["energy_per_output_token_j" if per_token else "energy_per_request_j"]])
     if kind == "branching_search":
         headers += ["compute × (measured / formula)", "verifier calls", "hand-offs (transfer / queue)"]
         columns += [
@@ -235,10 +242,12 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
     """One fleet: hardware and money on top, then a row per pool."""
     lines = [
         f"Fleet {fleet['fleet']}",
-        f"  accelerators   {fleet['accelerators'] or MISSING}  ({_count(fleet['nodes'], 'node')}, {_count(fleet['racks'], 'rack')})",
+        f"  accelerators   {fleet['accelerators'] or MISSING}  ({_count(fleet['nodes'], 'node')}, "
+        f"{_count(fleet['racks'], 'rack')}, {_count(fleet.get('empty_slots', 0), 'empty slot')})",
         f"  capex          {usd(fleet['capex_usd'])}",
         f"  opex           {usd(fleet['opex_usd_per_month'])}/month",
         f"  IT power       {human(fleet['it_power_max_kw'])} kW max, {human(fleet['it_power_avg_kw'])} kW average",
+        *_energy_lines(fleet),
     ]
     headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
                "HBM mean/peak", "FLOP/byte vs ridge", "batch/replica (of max)", "KV or act. mean/peak",
@@ -246,6 +255,20 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
     rows = [_pool_row(p) for _, p in pools.iterrows()]
     right = [5 <= i < len(headers) - 1 for i in range(len(headers))]
     return "\n".join(lines) + "\n" + table(headers, rows, right)
+
+
+def _energy_lines(fleet: pd.Series) -> list[str]:
+    """Facility power and energy per day, tokens per provisioned MW, own vs rent."""
+    if "facility_power_max_mw" not in fleet:
+        return []
+    tokens = fleet.get("output_tokens_per_s_per_mw")
+    lines = [f"  facility       {human(fleet['facility_power_max_mw'])} MW provisioned, "
+             f"{human(fleet['facility_energy_kwh_per_day'])} kWh/day"
+             + ("" if _missing(tokens) else f", {human(tokens)} output tokens/s per MW")]
+    rent = fleet.get("rent_usd_per_hour")
+    lines.append(f"  cost/hour      own {usd(fleet['own_cost_usd_per_hour'])}, rent "
+                 + (MISSING + " (no rental price for a type)" if _missing(rent) else usd(rent)))
+    return lines
 
 
 def run_report(results: Results) -> str:

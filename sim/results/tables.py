@@ -8,7 +8,7 @@ from typing import Callable
 import pandas as pd
 
 from sim.engine.demand import generate_demand
-from sim.engine.core import simulate
+from sim.engine.core import FleetRun, simulate
 from sim.engine.pools import build_pools
 from sim.results.metrics import costed_requests, fleet_table, pool_table, workload_summary
 from sim.scenario import Scenario
@@ -58,24 +58,33 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
     check_fleets(scenario)
     demand = generate_demand(scenario)
     total = sum(len(d) for d in demand.values())
-    requests, pools, series, events, ends = [], [], [], {}, {}
+    runs = []
     for fleet in scenario.fleets:
         callback = progress(fleet.name, scenario.duration_s + scenario.drain_s, total) if progress else None
-        run = simulate(scenario, fleet.name, demand=demand, progress=callback)
+        runs.append(simulate(scenario, fleet.name, demand=demand, progress=callback))
+    return assemble_results(scenario, runs)
+
+
+def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
+    """The tables of a scenario from its fleets' runs (one :class:`FleetRun` per fleet,
+    in the scenario's fleet order): pool rows, costed request rows, the summary."""
+    requests, pools, series, events, ends = [], [], [], {}, {}
+    for run in runs:
         table = pool_table(run, scenario)
         pools.append(table)
-        requests.append(costed_requests(run, table))
+        requests.append(costed_requests(run, table, scenario.economics.ownership))
         series.append(run.timeseries)
-        events[fleet.name] = run.events
-        ends[fleet.name] = run.end_s
+        events[run.fleet] = run.events
+        ends[run.fleet] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
+    summary = workload_summary(requests_df, scenario, ends)
     return Results(
         scenario=scenario,
         requests=requests_df,
         pools=pools_df,
-        summary=workload_summary(requests_df, scenario, ends),
-        fleets=fleet_table(pools_df),
+        summary=summary,
+        fleets=fleet_table(pools_df, summary, scenario.economics),
         events=events,
         end_s=ends,
         timeseries=pd.concat(series, ignore_index=True),

@@ -25,6 +25,7 @@ import pandas as pd
 from sim.errors import UserError
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.tables import Results, run_scenario
+from traffic.demand_fit import FittedArrivals
 from sim.scenario import Scenario, load_scenario, parse_scenario
 from sim.studies.sweep_spec import apply_overrides
 
@@ -42,6 +43,10 @@ def scale_arrival(arrival: dict, factor: float) -> dict:
         out["rates_per_s"] = [r * factor for r in out["rates_per_s"]]
     elif out["kind"] == "trace":
         out["rate_scale"] = out.get("rate_scale", 1.0) * factor
+    elif out["kind"] == "fitted":
+        if "rate_per_s" not in out:  # a preset's level, made explicit before scaling
+            out["rate_per_s"] = FittedArrivals.model_validate(out).rate_per_s
+        out["rate_per_s"] = out["rate_per_s"] * factor
     else:
         raise ValueError(f"cannot scale arrivals of kind {out['kind']!r}")
     return out

@@ -4,10 +4,11 @@ Method (see the README section "Sweeps and planning" for its limits):
 
 1. Each workload gets its own pools, one per candidate accelerator type it uses, so
    workloads do not interact and are planned one at a time.
-2. Cost of a pool of n replicas: its full-load hourly cost (IT capex over the
-   depreciation life, facility capex over its life, energy at full power × PUE, other
-   opex), from :func:`sim.models.economics.pool_costs` at busy fraction 1. It is known before
-   any simulation, so candidates can be ranked by cost.
+2. Cost of a pool of n replicas: its full-load hourly cost (capital recovery of IT and
+   facility capex, energy at full power × PUE, opex), from
+   :func:`sim.models.economics.pool_costs` at busy fraction 1, with node-level costs
+   charged per accelerator slot (the pool's nodes are shared with the fleet's other
+   pools of its type). It is known before any simulation, so candidates can be ranked.
 3. Per type, an analytic lower bound ``ceil(rate / capacity)`` (see
    :mod:`sim.studies.planner_capacity`), then simulation: if the bound meets the SLO, bisect
    down to the fewest replicas that still do; otherwise double until one does, then
@@ -17,9 +18,17 @@ Method (see the README section "Sweeps and planning" for its limits):
    capacity covers the rate, is simulated in increasing cost order; the first that
    meets the SLO wins. A combination is skipped when another that has at least as many
    replicas of every type already failed (attainment assumed monotone in replicas).
-5. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
+5. The fleet: every combination of the workloads' passing options (cheapest mix, each
+   passing single type) is costed as one fleet with its pools packed into shared nodes
+   and racks (``fleets/packing.py``); the cheapest whose facility power (provisioned IT
+   × PUE) fits ``economics.facility_power_limit_mw`` (when set) is chosen.
+6. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
 
-A growth curve (``growth:``) plans every quarter with the rates scaled.
+A growth curve (``growth:``) plans every quarter with the rates scaled. A horizon
+(``horizon_weeks: N``) plans for the demand N weeks ahead: every workload whose arrival
+is ``kind: fitted`` (daily and weekly profile with growth, :mod:`traffic.demand_fit`) is
+simulated from its model time ``start_s`` + N weeks, i.e. at the end of the horizon,
+with the growth, hour of day and weekday there; other arrivals are planned as given.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from sim.studies.planner_capacity import replica_capacity_rps
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
+from traffic.demand_fit import WEEK_S, FittedArrivals
 
 Counts = dict[str, int]  # accelerator type -> replicas
 
@@ -83,6 +93,9 @@ class PlanSpec(_Strict):
     economics: Economics = Economics()
     demand: dict[str, dict] = Field(min_length=1, description="workloads as in a scenario")
     growth: list[Quarter] | None = None
+    horizon_weeks: float | None = Field(
+        None, ge=0, le=520, description="plan for fitted arrivals N weeks ahead (the end of the horizon)"
+    )
     candidates: list[Candidate] = Field(min_length=1)
     search: Search = Search()
     headroom: bool = Field(True, description="find the chosen fleet's load headroom by re-simulation")
@@ -125,17 +138,78 @@ def pool_fields(spec: PlanSpec, workload: str, accelerator: str) -> dict:
 
 
 def scenario_data(spec: PlanSpec, demand: dict, plan: dict[str, Counts], seed: int, source: str,
-                  fleet: str = "plan", extra_fleets: dict[str, dict[str, Counts]] | None = None) -> Scenario:
-    """A runnable scenario: ``demand`` workloads on fleet ``plan`` (workload -> counts)."""
+                  fleet: str = "plan", extra_fleets: dict[str, dict[str, Counts]] | None = None,
+                  facility_limit: bool = True) -> Scenario:
+    """A runnable scenario: ``demand`` workloads on fleet ``plan`` (workload -> counts).
+    ``facility_limit=False`` drops ``economics.facility_power_limit_mw`` (the planner
+    applies it to whole fleets, not to one workload's pools)."""
     fleets = {fleet: plan, **(extra_fleets or {})}
+    economics = spec.economics.model_dump(mode="json")
+    if not facility_limit:
+        economics["facility_power_limit_mw"] = None
     data = {
         "name": spec.name, "description": spec.description, "seed": seed,
         "duration_s": spec.duration_s, "warmup_s": spec.warmup_s, "drain_s": spec.drain_s,
         "workloads": copy.deepcopy(demand),
         "fleets": [{"name": name, "router": spec.router, "pools": _pools(spec, counts)} for name, counts in fleets.items()],
-        "economics": spec.economics.model_dump(mode="json"),
+        "economics": economics,
     }
     return parse_scenario(data, source)
+
+
+def dense_pool_cost(pool, econ: Economics) -> float:
+    """Full-load $/hour of ``pool`` with node-level costs per accelerator slot."""
+    from fleets.packing import PoolShare
+    from sim.models.economics import pool_costs
+
+    layout = pool.layout
+    nodes = layout.accelerators / layout.accelerator.accelerators_per_node
+    pool.share = PoolShare(nodes, nodes / layout.nodes_per_rack, 0.0, nodes * layout.accelerator.node_power_w)
+    return pool_costs(pool, econ, 1.0)["full_load_cost_usd_per_hour"]
+
+
+def packed_fleet(spec: PlanSpec, plan: dict[str, Counts]) -> tuple[float, float]:
+    """(full-load $/hour, facility MW) of ``plan`` as one fleet, pools packed together."""
+    from sim.engine.core import build_pools
+    from sim.models.economics import pool_costs
+
+    sc = scenario_data(spec, {w: spec.demand[w] for w in plan}, plan, spec.seed, "plan fleet", facility_limit=False)
+    pools = build_pools(sc, sc.fleets[0])
+    cost = sum(pool_costs(p, sc.economics, 1.0)["full_load_cost_usd_per_hour"] for p in pools)
+    it_w = sum(p.share.it_power_max_w for p in pools if p.share is not None)
+    return cost, it_w * sc.economics.pue / 1e6
+
+
+def choose_fleet(spec: PlanSpec, plans: list["WorkloadPlan"]) -> tuple[dict[str, Counts], float, float]:
+    """The cheapest fleet, packed, from each workload's passing options (its cheapest mix
+    and every single type that meets its SLO) whose facility power fits
+    ``economics.facility_power_limit_mw``: (plan, full-load $/hour, facility MW).
+
+    Raises:
+        UserError: no combination fits the limit (naming the smallest MW found)."""
+    options = [_options(p) for p in plans]
+    limit = spec.economics.facility_power_limit_mw
+    best, smallest = None, math.inf
+    for combo in itertools.product(*options):
+        plan = {p.name: counts for p, counts in zip(plans, combo)}
+        cost, mw = packed_fleet(spec, plan)
+        smallest = min(smallest, mw)
+        if (limit is None or mw <= limit * (1 + 1e-9)) and (best is None or cost < best[1] - 1e-9):
+            best = (plan, cost, mw)
+    if best is None:
+        raise UserError(f"plan: no fleet meeting every SLO fits economics.facility_power_limit_mw = {limit} MW; "
+                        f"the smallest needs {smallest:.3f} MW of facility power. Raise the limit or add "
+                        "more power-efficient candidates.")
+    return best
+
+
+def _options(p: "WorkloadPlan") -> list[Counts]:
+    out = [p.mix] + [{a: n} for a, n in p.singles.items() if n is not None]
+    unique = []
+    for counts in out:
+        if counts not in unique:
+            unique.append(counts)
+    return unique
 
 
 def _pools(spec: PlanSpec, plan: dict[str, Counts]) -> list[dict]:
@@ -160,7 +234,8 @@ class WorkloadSearch:
         self.types = [c.accelerator for c in spec.candidates if self._feasible(c.accelerator)]
 
     def _scenario(self, counts: Counts) -> Scenario:
-        return scenario_data(self.spec, self.workload, {self.name: counts}, self.spec.seed, f"plan {self.name}")
+        return scenario_data(self.spec, self.workload, {self.name: counts}, self.spec.seed, f"plan {self.name}",
+                             facility_limit=False)
 
     def _feasible(self, acc: str) -> bool:
         from sim.engine.core import build_pools
@@ -176,8 +251,10 @@ class WorkloadSearch:
         return True
 
     def cost(self, acc: str, n: int) -> float:
-        """Full-load hourly cost of ``n`` replicas of type ``acc`` (0 for n = 0)."""
-        from sim.models.economics import pool_costs
+        """Full-load hourly cost of ``n`` replicas of type ``acc`` (0 for n = 0), with
+        node-level costs charged per accelerator slot (as if the pool's nodes were
+        shared with the fleet's other pools of that type; the fleet is costed packed
+        in :func:`choose_fleet`)."""
         from sim.engine.core import build_pools
 
         if n == 0:
@@ -185,7 +262,7 @@ class WorkloadSearch:
         if (acc, n) not in self.costs:
             sc = self._scenario({acc: n})
             pool = build_pools(sc, sc.fleets[0])[0]
-            self.costs[acc, n] = pool_costs(pool, sc.economics, 1.0)["cost_usd_per_hour"]
+            self.costs[acc, n] = dense_pool_cost(pool, sc.economics)
         return self.costs[acc, n]
 
     def meets(self, counts: Counts) -> bool:
@@ -252,6 +329,8 @@ class WorkloadSearch:
 
 def _rate(workload: dict) -> float:
     arrival = workload["arrival"]
+    if arrival["kind"] == "fitted":
+        return FittedArrivals.model_validate(arrival).mean_rate_per_s
     if arrival["kind"] in ("poisson", "gamma"):
         return float(arrival["rate_per_s"])
     sc_rate = arrival.get("rates_per_s")
@@ -278,7 +357,8 @@ class QuarterPlan:
     quarter: str
     workloads: list[WorkloadPlan]
     cost_usd_per_hour: float  # full-load
-    single_type: dict[str, float]  # accelerator -> full-load cost of an all-<type> fleet
+    single_type: dict[str, float]  # accelerator -> full-load cost of an all-<type> fleet (packed)
+    facility_power_mw: float = math.nan  # the chosen fleet's provisioned facility power
     scenario: Scenario | None = None
     planner: pd.DataFrame = field(default_factory=pd.DataFrame)
     verified: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -305,6 +385,10 @@ class PlanResult:
 
 def scaled_demand(spec: PlanSpec, quarter: Quarter | None) -> dict[str, dict]:
     demand = copy.deepcopy(spec.demand)
+    if spec.horizon_weeks:
+        for wl in demand.values():
+            if wl["arrival"].get("kind") == "fitted":
+                wl["arrival"]["start_s"] = wl["arrival"].get("start_s", 0.0) + spec.horizon_weeks * WEEK_S
     if quarter is None:
         return demand
     for name, wl in demand.items():
@@ -339,7 +423,7 @@ def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanRe
     budget = [spec.search.max_simulations]
     quarters = []
     for quarter in spec.growth or [None]:
-        label = quarter.quarter if quarter else "now"
+        label = quarter.quarter if quarter else f"week{spec.horizon_weeks:g}" if spec.horizon_weeks else "now"
         demand = scaled_demand(spec, quarter)
         plans = [plan_workload(spec, name, wl, budget) for name, wl in demand.items()]
         q = _quarter(spec, label, demand, plans)
@@ -361,9 +445,14 @@ def _quarter(spec: PlanSpec, label: str, demand: dict, plans: list[WorkloadPlan]
     for cand in spec.candidates:
         acc = cand.accelerator
         if all(p.singles.get(acc) for p in plans):
-            single_type[acc] = sum(p.single_costs[acc] for p in plans)
             extra[f"all-{acc}"] = {p.name: {acc: p.singles[acc]} for p in plans}
-    q = QuarterPlan(label, plans, sum(p.mix_cost_usd_per_hour for p in plans), single_type)
+            single_type[acc] = packed_fleet(spec, extra[f"all-{acc}"])[0]
+    chosen, cost, mw = choose_fleet(spec, plans)
+    for p in plans:
+        p.mix = {a: n for a, n in chosen[p.name].items() if n}
+        if len(p.mix) == 1 and p.singles.get(next(iter(p.mix))) == next(iter(p.mix.values())):
+            p.mix_cost_usd_per_hour = p.single_costs[next(iter(p.mix))]
+    q = QuarterPlan(label, plans, cost, single_type, facility_power_mw=mw)
     q.scenario = scenario_data(spec, demand, q.plan, _verify_seed(spec), f"plan {label}", extra_fleets=extra)
     results = run_scenario(q.scenario)
     q.verified = results.summary

@@ -56,6 +56,10 @@ class PointTask:
     source: str
     headroom: bool = False
 
+    @property
+    def dask_key(self) -> str:
+        return f"dcsim-point-{self.point.point_id}"
+
 
 @dataclass
 class PointOutcome:
@@ -154,7 +158,7 @@ class DaskExecutor(SerialExecutor):
             self.cluster.close()
 
     def submit(self, fn, arg):
-        return self.client.submit(fn, arg, pure=False, key=f"dcsim-point-{arg.point.point_id}")
+        return self.client.submit(fn, arg, pure=False, key=arg.dask_key)
 
     def as_completed(self, futures):
         from distributed import as_completed

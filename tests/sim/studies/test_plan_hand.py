@@ -13,6 +13,8 @@ import itertools
 import pytest
 from scenario_cases import make_scenario
 
+from fleets.catalog_io import load_catalog
+from sim.errors import UserError
 from sim.models.economics import HOURS_PER_YEAR
 from sim.studies.planner import PlanSpec, run_plan
 from sim.results.tables import run_scenario
@@ -44,11 +46,12 @@ def hand_answer(rate: float, s: dict[str, float]) -> tuple[dict[str, int], float
     return best
 
 
-def plan_spec(rate: float, e2e_s: float) -> PlanSpec:
+def plan_spec(rate: float, e2e_s: float, economics: dict | None = None) -> PlanSpec:
     return PlanSpec.model_validate({
         "name": "hand", "seed": 1, "verify_seed": 99, "duration_s": 60, "warmup_s": 5, "drain_s": 60,
         "router": "central_queue",
-        "economics": {"electricity_usd_per_kwh": 0, "facility_capex_usd_per_mw": 0, "other_opex_fraction_per_year": 0},
+        "economics": {"electricity_usd_per_kwh": 0, "facility_capex_usd_per_mw": 0, "other_opex_fraction_per_year": 0,
+                      "network_capex_usd_per_node": 0, **(economics or {})},
         "demand": {"img": {**IMAGE, "arrival": {"kind": "gamma", "rate_per_s": rate, "cv": 0.1},
                            "slo": {"e2e_s": e2e_s, "target": 0.99}}},
         "candidates": [{"accelerator": a, "price_usd": p, "layouts": {"img": {"max_batch": 1}}} for a, p in PRICES.items()],
@@ -75,3 +78,21 @@ def test_planner_finds_the_hand_computed_mix_and_it_holds_on_another_seed():
     assert q.scenario.seed == 99
     plan_row = q.planner.set_index("fleet").loc["plan"]
     assert bool(plan_row["meets_slos"]) and plan_row["img_slo_attainment"] >= 0.99
+
+
+def test_a_facility_power_limit_picks_the_cheapest_fleet_that_fits():
+    s = {a: service_time_s(a) for a in PRICES}
+    rate = 1.26 / s["b200"]
+    singles = {a: int(-(-rate * s[a] // 1)) for a in PRICES}
+    assert all(n <= 8 for n in singles.values())  # each single type fits one 8-GPU node
+    cat = load_catalog()
+    node_mw = {a: (8 * cat.accelerator(a).tdp_w + cat.accelerator(a).node_overhead_w) * 1.56 / 1e6 for a in PRICES}
+    # the hand-computed mix (1 H100 + 1 B200) needs one node of each type
+    mix_mw = node_mw["h100-sxm"] + node_mw["b200"]
+    limit = round((max(node_mw.values()) + mix_mw) / 2, 4)  # every single type fits, the mix does not
+    q = run_plan(plan_spec(rate, 1.25 * s["h100-sxm"], {"facility_power_limit_mw": limit})).quarters[0]
+    best = min(PRICES, key=lambda a: singles[a] * PRICES[a])
+    assert q.plan == {"img": {best: singles[best]}}
+    assert q.facility_power_mw == pytest.approx(node_mw[best])
+    with pytest.raises(UserError, match=f"smallest needs {min(node_mw.values()):.3f} MW"):
+        run_plan(plan_spec(rate, 1.25 * s["h100-sxm"], {"facility_power_limit_mw": round(min(node_mw.values()) / 2, 4)}))

@@ -1,0 +1,164 @@
+"""``python -m sim.studies.genai_report``: the GenAI image-trace replay, and the check of
+dcsim's predicted service times against the trace's own production execution times.
+
+``replay SCENARIO``: the usual run report, then per fleet and image workload: queueing
+delay p50/p95/p99 (arrival to first admission), images/s and $/image.
+
+``check SCENARIO [--fleet NAME]``: for the first workload replaying a ``genai_csv`` trace,
+one row per (task, images per prompt) over the trace's SUCCEED rows: the measured median
+``exec_time_seconds`` beside dcsim's predicted service time of the same requests on
+fleet NAME (default: the first), each request simulated alone on an idle replica (no
+queueing, no batching with others: the whole pipeline of its own steps, images and
+CFG). ``ratio`` = measured / predicted; ``implied_tflops`` = the request's denoiser
+FLOP (dcsim's count; the denoiser is > 90% of an SDXL request) / measured median time:
+the effective dense throughput the production hardware would have to deliver for dcsim's
+FLOP count to take the measured time. Nothing is tuned to the trace. The production
+time also contains what dcsim does not model (image upload, checkpoint and LoRA
+loading: the trace has 86 base checkpoints and per-request LoRA adapters), so the
+intercept of measured time against images per prompt is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.engine.core import simulate
+from sim.engine.demand import WorkloadDemand
+from sim.errors import UserError
+from sim.results.report_text import run_report, table
+from sim.results.tables import run_scenario
+from sim.scenario import Scenario, load_scenario
+from traffic.genai_trace import TASKS
+
+ISOLATION_GAP_S = 10_000.0  # seconds between the probe requests: each runs alone
+
+
+def replay_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Queueing percentiles, images/s and $/image of the image workloads, one row per fleet."""
+    columns = ["fleet", "workload", "queue_p50_s", "queue_p95_s", "queue_p99_s", "images_per_s", "cost_per_image_usd"]
+    images = summary[summary["kind"] == "image_diffusion"]
+    return images[[c for c in columns if c in images]].reset_index(drop=True)
+
+
+def _genai_workload(scenario: Scenario) -> str:
+    for name, wl in scenario.workloads.items():
+        if getattr(wl.arrival, "format", None) == "genai_csv":
+            return name
+    raise UserError(f"{scenario.name}: no workload replays a genai_csv trace (arrival.format: genai_csv)")
+
+
+def _keys(arrival, rows: np.ndarray) -> pd.DataFrame:
+    shapes = arrival.request_shapes(rows)
+    return pd.DataFrame({"steps": shapes["steps"], "images": shapes["images"], "cfg": shapes["cfg"]})
+
+
+def isolated_service(scenario: Scenario, name: str, fleet: str, keys: pd.DataFrame) -> pd.DataFrame:
+    """Predicted service time (s) and denoiser FLOP of each distinct (steps, images, cfg),
+    each request simulated alone on ``fleet`` (columns: the keys, service_s, flops)."""
+    distinct = keys.drop_duplicates().reset_index(drop=True)
+    n = len(distinct)
+    arrival_s = np.arange(n) * ISOLATION_GAP_S
+    probe = scenario.model_copy(update={"duration_s": n * ISOLATION_GAP_S, "warmup_s": 0.0})
+    zeros = np.zeros(n, dtype=np.int64)
+    demand = {w: WorkloadDemand(w, probe.workloads[w].kind, np.zeros(0), *(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0))
+              for w in probe.workloads}
+    demand[name] = WorkloadDemand(
+        name, "image_diffusion", arrival_s, zeros, zeros, distinct["steps"].to_numpy(np.int64), np.zeros(n),
+        None, distinct["images"].to_numpy(np.int64), distinct["cfg"].to_numpy(np.int8),
+    )
+    run = simulate(probe, fleet, demand=demand)
+    done = run.requests.sort_values("request_id")
+    distinct["service_s"] = (done["done_at_s"] - done["arrival_at_s"]).to_numpy()
+    if (done["queue_s"].to_numpy() > 1e-9).any():
+        raise AssertionError("probe requests overlapped; raise ISOLATION_GAP_S")
+    distinct["flops"] = done["denoiser_flops"].to_numpy(dtype=float)
+    return distinct
+
+
+def measured_vs_predicted(scenario: Scenario, fleet: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """The check table (see module doc) and the affine fit of measured median time on
+    images per prompt for TXT_2_IMG (``intercept_s``, ``per_image_s``)."""
+    name = _genai_workload(scenario)
+    arrival = scenario.workloads[name].arrival
+    fleet = fleet or scenario.fleets[0].name
+    trace = arrival.trace()
+    rows = np.flatnonzero(trace.succeeded & (trace.images > 0) & (trace.steps > 0))
+    keys = _keys(arrival, rows)
+    predicted = isolated_service(scenario, name, fleet, keys)
+    per_row = keys.merge(predicted, on=["steps", "images", "cfg"], how="left")
+    frame = pd.DataFrame({
+        "task": np.asarray(TASKS)[trace.task[rows]], "images": trace.images[rows], "measured_s": trace.exec_s[rows],
+        "steps_requested": trace.steps[rows], "steps_run": per_row["steps"].to_numpy(),
+        "cfg": per_row["cfg"].to_numpy(), "predicted_s": per_row["service_s"].to_numpy(),
+        "flops": per_row["flops"].to_numpy(),
+    })
+    accelerator = next(f for f in scenario.fleets if f.name == fleet).pools[0].accelerator
+    out = frame.groupby(["task", "images"], sort=True).agg(
+        requests=("measured_s", "size"), steps_run_median=("steps_run", "median"), cfg_share=("cfg", "mean"),
+        measured_median_s=("measured_s", "median"), predicted_median_s=("predicted_s", "median"),
+        flops_median=("flops", "median"),
+    ).reset_index()
+    out.insert(2, "accelerator", accelerator)
+    out["ratio"] = out["measured_median_s"] / out["predicted_median_s"]
+    out["implied_tflops"] = out["flops_median"] / out["measured_median_s"] / 1e12
+    txt = out[(out["task"] == "TXT_2_IMG") & (out["requests"] >= 100)]
+    if len(txt) < 2:
+        return out.drop(columns="flops_median"), {}
+    slope, intercept = np.polyfit(txt["images"], txt["measured_median_s"], 1)
+    flops_per_image = np.polyfit(txt["images"], txt["flops_median"], 1)[0]
+    predicted_slope = np.polyfit(txt["images"], txt["predicted_median_s"], 1)[0]
+    return out.drop(columns="flops_median"), {
+        "intercept_s": float(intercept), "per_image_s": float(slope), "predicted_per_image_s": float(predicted_slope),
+        "marginal_tflops": float(flops_per_image / slope / 1e12),
+    }
+
+
+def check_text(out: pd.DataFrame, fit: dict) -> str:
+    headers = ["task", "images", "accelerator", "requests", "steps run (median)", "CFG share",
+               "measured median (s)", "predicted (s)", "measured/predicted", "implied TFLOP/s"]
+    body = [[r.task, str(r.images), r.accelerator, str(r.requests), f"{r.steps_run_median:g}", f"{r.cfg_share:.0%}",
+             f"{r.measured_median_s:.1f}", f"{r.predicted_median_s:.2f}", f"{r.ratio:.0f}×", f"{r.implied_tflops:.1f}"]
+            for r in out.itertuples()]
+    lines = [table(headers, body, right=[False, True, False] + [True] * 7)]
+    if fit:
+        lines.append(
+            f"\nTXT_2_IMG medians, least squares over groups with ≥ 100 requests: measured ≈ {fit['intercept_s']:.1f} s "
+            f"+ {fit['per_image_s']:.2f} s × images; predicted {fit['predicted_per_image_s']:.2f} s per image. The "
+            f"marginal image costs the production hardware {fit['marginal_tflops']:.0f} TFLOP/s effective (dcsim's "
+            f"denoiser FLOP per image / measured seconds per image); the intercept is time dcsim does not model."
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim.studies.genai_report", description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["replay", "check"])
+    parser.add_argument("scenario", type=Path)
+    parser.add_argument("--fleet", default=None)
+    args = parser.parse_args(argv)
+    try:
+        scenario = load_scenario(args.scenario)
+        if args.what == "replay":
+            results = run_scenario(scenario)
+            print(run_report(results))
+            extra = replay_table(results.summary)
+            body = [[r.fleet, r.workload, f"{r.queue_p50_s:.3f}", f"{r.queue_p95_s:.3f}", f"{r.queue_p99_s:.3f}",
+                     f"{r.images_per_s:.4f}", f"${r.cost_per_image_usd:.4f}"] for r in extra.itertuples()]
+            print("\nImage workloads: queueing delay (arrival to first admission) and images")
+            print(table(["fleet", "workload", "queue p50 (s)", "p95 (s)", "p99 (s)", "images/s", "$/image"], body))
+        else:
+            out, fit = measured_vs_predicted(scenario, args.fleet)
+            print(check_text(out, fit))
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Cells: one fleet split into identical cells, each with an independent thinning of the
+demand, run separately and merged.
+
+Independent truth: a single cell is the whole run (byte-identical tables); 4 cells of an
+M/M/8 behind central queues are 4 independent M/M/2 queues at a quarter of the rate, so
+the merged mean wait follows Erlang C for 2 servers, not for 8 (computed here); the
+thinning keeps every request exactly once with the whole run's arrival instant.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scenario_cases import make_scenario
+
+from sim.errors import UserError
+from sim.results.tables import run_scenario
+from sim.studies.cells import run_cells
+
+
+def erlang_c_wait_s(arrival_rate: float, service_rate: float, servers: int) -> float:
+    """Mean wait in queue of M/M/c (Erlang C), written out here from the textbook formula."""
+    a = arrival_rate / service_rate
+    rho = a / servers
+    top = a**servers / math.factorial(servers) / (1 - rho)
+    p_wait = top / (sum(a**k / math.factorial(k) for k in range(servers)) + top)
+    return p_wait / (servers * service_rate - arrival_rate)
+
+
+def mmc(rate: float, servers: int, duration_s: float, seed: int):
+    pool = {"name": "servers", "accelerator": "h100-sxm", "serves": ["jobs"], "replicas": servers, "max_batch": 1}
+    return make_scenario(
+        {"jobs": {"kind": "service_time", "arrival": {"kind": "poisson", "rate_per_s": rate},
+                  "service_s": {"kind": "exponential", "mean": 1.0}}},
+        [pool], duration_s=duration_s, warmup_s=duration_s * 0.02, seed=seed,
+        fleets=[{"name": "mmc", "router": "central_queue", "pools": [pool]}],
+    )
+
+
+def chat(replicas: int = 4, rate: float = 8.0):
+    return make_scenario(
+        {"chat": {"kind": "autoregressive", "model": "llama-3-8b",
+                  "arrival": {"kind": "poisson", "rate_per_s": rate},
+                  "prompt_tokens": {"kind": "lognormal", "median": 500, "sigma": 0.8, "max": 4000},
+                  "output_tokens": {"kind": "lognormal", "median": 120, "sigma": 0.8, "max": 800}}},
+        [{"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": replicas, "tp": 1,
+          "max_batch": 32}],
+        duration_s=120.0, warmup_s=10.0,
+    )
+
+
+def test_one_cell_is_the_whole_run():
+    sc = chat()
+    whole, one = run_scenario(sc), run_cells(sc, 1)
+    for name in ("requests", "pools", "summary", "fleets", "timeseries"):
+        pd.testing.assert_frame_equal(getattr(whole, name), getattr(one, name))
+    assert whole.events == one.events and whole.end_s == one.end_s
+
+
+def test_thinning_keeps_every_request_once_at_its_instant():
+    sc = chat()
+    whole, cells = run_scenario(sc), run_cells(sc, 4)
+    a = whole.requests.set_index("request_id").sort_index()
+    b = cells.requests.set_index("request_id").sort_index()
+    assert list(a.index) == list(b.index) == list(range(len(a)))
+    np.testing.assert_array_equal(a["arrival_at_s"], b["arrival_at_s"])
+    np.testing.assert_array_equal(a["prompt_tokens"], b["prompt_tokens"])
+    # every cell received a share: replicas 0..3, one per cell, all used
+    assert sorted(b["replica"].unique()) == [0, 1, 2, 3]
+    assert cells.pools["replicas"].iloc[0] == 4
+    # the cells' busy seconds add up to what the merged pool row reports
+    assert cells.pools["busy_fraction"].iloc[0] == pytest.approx(
+        b["busy_share_s"][b["measured"]].sum() / (4 * 110.0), rel=0.05)
+
+
+@pytest.mark.slow
+def test_four_cells_of_mm8_are_four_mm2_queues():
+    rate, servers, cells = 6.0, 8, 4  # utilisation 0.75
+    whole_expected = erlang_c_wait_s(rate, 1.0, servers)
+    cell_expected = erlang_c_wait_s(rate / cells, 1.0, servers // cells)
+    assert cell_expected > 2 * whole_expected  # the decomposition is not free: pooling matters
+    waits_whole, waits_cells = [], []
+    for seed in (1, 2, 3):
+        sc = mmc(rate, servers, 12_000.0, seed)
+        for results, out in ((run_scenario(sc), waits_whole), (run_cells(sc, cells), waits_cells)):
+            df = results.requests[results.requests["measured"]]
+            assert (df["status"] == "completed").all()
+            out.append(df["queue_s"].mean())
+    assert np.mean(waits_whole) == pytest.approx(whole_expected, rel=0.08)
+    assert np.mean(waits_cells) == pytest.approx(cell_expected, rel=0.08)
+
+
+def test_cells_must_divide_every_pool():
+    with pytest.raises(UserError, match=r"pool 'chat' has 4 replicas, which 3 cells cannot share"):
+        run_cells(chat(replicas=4), 3)
+    with pytest.raises(UserError, match="whole number"):
+        run_cells(chat(), 0)
+
+
+@pytest.mark.slow
+def test_dask_cells_equal_serial_cells():
+    from sim.studies.sweep import DaskExecutor
+
+    sc = chat(replicas=4, rate=6.0)
+    serial = run_cells(sc, 2)
+    with DaskExecutor("local", 2) as executor:
+        distributed = run_cells(sc, 2, executor)
+    for name in ("requests", "pools", "summary", "fleets", "timeseries"):
+        pd.testing.assert_frame_equal(getattr(serial, name), getattr(distributed, name))
