@@ -309,7 +309,8 @@ class Scenario(_Strict):
     warmup_s: float = Field(0.0, ge=0)
     drain_s: float = Field(600.0, ge=0)
     sample_interval_s: float | None = Field(
-        None, gt=0, description="time-series sampling period; default duration_s / 120"
+        None, gt=0, description="first time-series sampling period (doubled to keep at most 2048 "
+        "instants over the run); default duration_s / 1024"
     )
     engine: EngineConfig = EngineConfig()
     workloads: dict[str, Workload] = Field(min_length=1)

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from sim.results.report_text import human, percent, seconds, usd
+from sim.results.report_text import human, percent, rejections, seconds, usd
 
 PALETTE = qualitative.D3
 CDF_POINTS = 400
@@ -33,6 +33,7 @@ KIND_SYMBOLS = {
 UTILISATION_COLUMNS = {
     "busy_fraction": "busy", "mfu": "MFU", "bandwidth_utilisation": "memory-BW utilisation",
     "hbm_mean_fraction": "HBM mean", "hbm_peak_fraction": "HBM peak",
+    "batch_fill_fraction": "batch / max_batch", "memory_used_mean_fraction": "KV (or activation) memory in use",
 }
 COST_PARTS = {
     "depreciation_usd_per_hour": "capex amortisation",
@@ -86,18 +87,26 @@ def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
 
 
 def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
-    """Per workload of one fleet: p99 TTFT / E2E, SLO attainment, $/request, status."""
+    """Per workload of one fleet: p99 TTFT / E2E (≥ when the run is unstable: lower
+    bounds), offered / served / goodput rates, rejections, SLO attainment and why
+    requests missed, $/request, status."""
     rows = []
     for _, r in summary[summary["fleet"] == fleet].iterrows():
         missed = not pd.isna(r["slo_attainment"]) and r["slo_attainment"] < r["slo_target"]
+        bound = "≥ " if r.get("tails_lower_bound", False) else ""
         rows.append({
             "workload": r["workload"],
-            "p99 TTFT": seconds(r["ttft_p99_s"]),
-            "p99 E2E": seconds(r["e2e_p99_s"]),
+            "p99 TTFT": bound + seconds(r["ttft_p99_s"]),
+            "p99 E2E": bound + seconds(r["e2e_p99_s"]),
+            "req/s offered / served / goodput": " / ".join(
+                human(r.get(c, math.nan)) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")),
+            "rejected (share, reason)": rejections(r),
             "SLO met": percent(r["slo_attainment"], decimals=1),
+            "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
+                str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
             "$/request": usd(r["cost_per_request_usd"]),
             "J/request": human(r["energy_per_request_j"]) if "energy_per_request_j" in r else "—",
-            "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
+            "status": "UNSTABLE (tails are lower bounds)" if r["unstable"] else ("SLO missed" if missed else "ok"),
         })
     return pd.DataFrame(rows)
 
@@ -161,10 +170,14 @@ def busy_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, window: int | 
 
 
 def utilisation_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, fleet: str) -> go.Figure:
-    """Two stacked panels for one fleet: busy fraction per pool, and queued requests."""
+    """Three stacked panels for one fleet: busy fraction per pool, queued requests, and
+    the batch in flight against the pool's capacity (replicas × ``max_batch``): busy
+    100% with a small batch is not saturation; a full batch with a growing queue is."""
     ts = busy_over_time(timeseries[timeseries["fleet"] == fleet], pools)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=["busy fraction per pool", "queue length per pool"])
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07,
+                        subplot_titles=["busy fraction per pool", "queue length per pool",
+                                        "batch in flight / (replicas × max_batch)"])
+    mine = pools[pools["fleet"] == fleet].set_index("pool")
     for i, (pool, g) in enumerate(ts.groupby("pool", sort=False)):
         color = PALETTE[i % len(PALETTE)]
         fig.add_trace(go.Scatter(x=g["t_s"], y=g["busy_fraction"], name=str(pool), legendgroup=str(pool),
@@ -175,15 +188,23 @@ def utilisation_over_time(timeseries: pd.DataFrame, pools: pd.DataFrame, fleet: 
                                  line=dict(color=color, dash="dot"),
                                  hovertemplate="%{x:.0f} s: %{y} queued<extra>" + str(pool) + "</extra>"),
                       row=2, col=1)
+        if "running" in g.columns and "max_batch" in mine.columns and pool in mine.index:
+            fill = g["running"] / (mine.at[pool, "replicas"] * mine.at[pool, "max_batch"])
+            fig.add_trace(go.Scatter(x=g["t_s"], y=fill, name=str(pool), legendgroup=str(pool), showlegend=False,
+                                     line=dict(color=color, dash="dash"),
+                                     hovertemplate="%{x:.0f} s: batch %{y:.0%} full<extra>" + str(pool) + "</extra>"),
+                          row=3, col=1)
     fig.update_yaxes(title_text="busy (%)", tickformat=".0%", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="queued requests (count)", rangemode="tozero", row=2, col=1)
-    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_yaxes(title_text="batch fill (%)", tickformat=".0%", range=[0, 1.05], row=3, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
     fig.update_layout(title=f"Utilisation over time: {fleet}", **{**LAYOUT, "legend_title_text": "pool"})
     return fig
 
 
 def pool_utilisation(pools: pd.DataFrame) -> go.Figure:
-    """Grouped bars per pool (x: fleet / pool): busy, MFU, memory-BW utilisation, HBM."""
+    """Grouped bars per pool (x: fleet / pool): busy, MFU, memory-BW utilisation, HBM,
+    batch fill and KV occupancy (saturation: busy 100% with a small batch is not full)."""
     x = [pools["fleet"].astype(str), pools["pool"].astype(str)]
     fig = go.Figure()
     for i, (column, label) in enumerate(UTILISATION_COLUMNS.items()):

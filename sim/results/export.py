@@ -10,6 +10,10 @@ Files (units in column names):
 - ``requests.parquet``: one row per request and fleet (full float precision).
 - ``pools.csv``, ``summary.csv``, ``fleets.csv``: floats written with
   :data:`FLOAT_FORMAT`, so the same scenario and seed give byte-identical files.
+- ``timeseries.parquet``: per fleet, pool and sampled instant, requests outstanding,
+  queued (at the replicas and in central queues), running (the batch), KV/activation
+  memory in use and cumulative busy time (``sim.engine.core`` sampler; queue length over
+  time).
 - ``scenario.yaml``: the resolved scenario (defaults filled in) that made them.
 """
 
@@ -29,7 +33,7 @@ from sim.results.tables import Results
 from sim.scenario import scenario_to_yaml
 
 FLOAT_FORMAT = "%.10g"
-OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "scenario.yaml")
+OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "timeseries.parquet", "scenario.yaml")
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
@@ -44,11 +48,12 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def write_files(results: Results, directory: Path) -> None:
-    """Write the five output files into an existing, empty ``directory``."""
+    """Write the output files (:data:`OUTPUT_FILES`) into an existing, empty ``directory``."""
     write_parquet(results.requests, directory / "requests.parquet")
     write_csv(results.pools, directory / "pools.csv")
     write_csv(results.summary, directory / "summary.csv")
     write_csv(results.fleets, directory / "fleets.csv")
+    write_parquet(results.timeseries, directory / "timeseries.parquet")
     (directory / "scenario.yaml").write_text(scenario_to_yaml(results.scenario), encoding="utf-8")
 
 

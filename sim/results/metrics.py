@@ -2,15 +2,20 @@
 
 - ``pool_table``: per pool, over the measurement window [warmup_s, duration_s): busy
   fraction, MFU (achieved FLOP/s ÷ peak), memory-bandwidth utilisation, HBM occupancy
-  (mean, peak), arithmetic intensity, racks, power and costs.
-- ``workload_summary``: per workload, requests that arrived in the window: p50/p95/p99
-  of TTFT, TPOT and E2E latency, throughput, SLO attainment, goodput, $/request and
-  $/1M output tokens.
+  (mean, peak), arithmetic intensity, racks, power and costs, and the saturation signals
+  sampled over time (:mod:`sim.results.saturation`: batch against ``max_batch``, KV
+  occupancy, queue length, backlog trend).
+- ``workload_summary``: per workload. Latency tails, SLO attainment, rejections and the
+  SLO-miss breakdown cover the requests that *arrived* in the window; ``throughput_rps``
+  is the completions *inside* the window divided by its length (what the fleet served,
+  whatever it was offered: ``arrival_rate_rps``), ``goodput_rps`` the part of those that
+  met the SLO. SLO attainment is over all arrivals: a rejected or unfinished request is
+  a miss; ``slo_miss_<reason>`` says why each miss happened (one reason per request).
 
-Stability: a run is flagged ``unstable`` when measured requests are still in flight after
-the drain period (the queue grew faster than the fleet served it); its latency tails are
-then not reported (NaN), because percentiles of the requests that happened to finish
-would understate them.
+Stability: a workload is flagged ``unstable`` when its number in system grows through
+the window (trend test of :mod:`sim.results.stability`) or measured requests are still
+in flight after the drain. Its tails are then lower bounds (``tails_lower_bound``): the
+unfinished requests enter TTFT/E2E with the time they had waited when the run ended.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import pandas as pd
 
 from sim.models.economics import attribute_costs, pool_activities, pool_costs
 from sim.engine.core import FleetRun
+from sim.results.saturation import saturation_columns
+from sim.results.stability import Trend, backlog_trend, batch_means_of_intervals
 from sim.scenario import Scenario, fleet_workloads
 
 PERCENTILES = (50, 95, 99)
@@ -32,8 +39,25 @@ def pool_table(run: FleetRun, scenario: Scenario) -> pd.DataFrame:
     window = scenario.duration_s - scenario.warmup_s
     rows = []
     for pool, raw in zip(run.pool_objects, run.pools.to_dict("records")):
-        rows.append(_pool_row(pool, raw, window, run.end_s, scenario))
+        row = _pool_row(pool, raw, window, run.end_s, scenario)
+        row.update(_pool_saturation(run, pool, scenario))
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _pool_saturation(run: FleetRun, pool, scenario: Scenario) -> dict:
+    """Saturation columns (:mod:`sim.results.saturation`) of one pool, its backlog trend
+    judged against the admitted arrival rate of the workloads it serves."""
+    names = list(scenario.workloads)
+    served = [names[w] for w in pool.workloads]
+    req = run.requests
+    arrivals = (req["measured"] & (req["status"] != "rejected") & req["workload"].isin(served)).sum()
+    window = scenario.duration_s - scenario.warmup_s
+    series = run.timeseries[run.timeseries["pool"] == pool.name] if len(run.timeseries) else run.timeseries
+    if series.empty:
+        return {}
+    return saturation_columns(series, pool.config.replicas, pool.config.max_batch, scenario.warmup_s,
+                              scenario.duration_s, arrivals / window)
 
 
 def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario) -> dict:
@@ -85,46 +109,53 @@ def costed_requests(run: FleetRun, pools: pd.DataFrame, ownership: str = "own") 
     return attribute_costs(run.requests, pools, run.end_s, run.pool_shares, ownership)
 
 
-def workload_summary(requests: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
-    """One row per (fleet, workload) over measured requests (see module docstring)."""
+def workload_summary(requests: pd.DataFrame, scenario: Scenario, end_s: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per (fleet, workload) over the measurement window (see module docstring).
+
+    ``end_s`` maps a fleet to the instant its run ended (unfinished requests are censored
+    there for the lower-bound tails); default: the latest instant in its rows."""
     window = scenario.duration_s - scenario.warmup_s
     rows = []
-    measured = requests[requests["measured"]]
     for fleet in requests["fleet"].unique():
         fleet_cfg = next(f for f in scenario.fleets if f.name == fleet)
+        fr = requests[requests["fleet"] == fleet]
+        end = (end_s or {}).get(fleet, float(np.nanmax(fr[["arrival_at_s", "done_at_s"]].to_numpy())))
         for name in fleet_workloads(scenario, fleet_cfg):
-            g = measured[(measured["fleet"] == fleet) & (measured["workload"] == name)]
-            rows.append(_workload_row(fleet, name, g, scenario, window))
+            all_rows = fr[fr["workload"] == name]
+            rows.append(_workload_row(fleet, name, all_rows, scenario, window, end))
     return pd.DataFrame(rows)
 
 
-def _workload_row(fleet: str, name: str, g: pd.DataFrame, scenario: Scenario, window_s: float) -> dict:
+def _workload_row(fleet: str, name: str, rows: pd.DataFrame, scenario: Scenario, window_s: float, end_s: float) -> dict:
     wl = scenario.workloads[name]
+    g = rows[rows["measured"]]
     done = g[g["status"] == "completed"]
     in_flight = int((g["status"] == "in_flight").sum())
-    unstable = in_flight > 0
-    row = {
-        "fleet": fleet,
-        "workload": name,
-        "kind": wl.kind,
-        "requests": len(g),
-        "completed": len(done),
-        "rejected": int((g["status"] == "rejected").sum()),
-        "in_flight": in_flight,
-        "unstable": unstable,
-    }
-    for metric in ("ttft_s", "tpot_s", "e2e_s"):
-        values = done[metric].dropna().to_numpy()
-        for p in PERCENTILES:
-            key = f"{metric[:-2]}_p{p}_s"
-            row[key] = float(np.percentile(values, p)) if len(values) and not unstable else math.nan
+    trend = _backlog_trend(rows, len(g) - int((g["status"] == "rejected").sum()), scenario)
+    unstable = in_flight > 0 or trend.unstable
+    row = {"fleet": fleet, "workload": name, "kind": wl.kind, "requests": len(g), "completed": len(done)}
+    row.update(_rejections(g))
+    row.update(
+        in_flight=in_flight,
+        unstable=unstable,
+        unstable_reason=_unstable_reason(in_flight, trend),
+        backlog_slope_per_s=trend.slope_per_s,
+        backlog_growth_share=trend.growth_share,
+        backlog_trend_p_value=trend.p_value,
+        tails_lower_bound=unstable,
+    )
+    row.update(_tails(g, end_s, censor=unstable))
     meets = _meets_slo(done, wl.slo)
-    row["throughput_rps"] = len(done) / window_s
+    served = rows[(rows["status"] == "completed") & (rows["done_at_s"] >= scenario.warmup_s)
+                  & (rows["done_at_s"] < scenario.duration_s)]
+    row["arrival_rate_rps"] = len(g) / window_s
+    row["throughput_rps"] = len(served) / window_s
+    row["goodput_rps"] = int(_meets_slo(served, wl.slo).sum()) / window_s
     row["tokens_per_s_per_request_p50"] = float(done["tokens_per_s"].median()) if len(done) else math.nan
-    row["output_tokens_per_s"] = done["output_tokens"].sum() / window_s
+    row["output_tokens_per_s"] = served["output_tokens"].sum() / window_s
     row["slo_attainment"] = meets.sum() / len(g) if len(g) else math.nan
     row["slo_target"] = wl.slo.target
-    row["goodput_rps"] = meets.sum() / window_s
+    row.update(_slo_misses(g, wl.slo))
     cost = done["cost_usd"].sum()
     row["cost_per_request_usd"] = cost / len(done) if len(done) else math.nan
     row["marginal_cost_per_request_usd"] = done["marginal_cost_usd"].mean() if len(done) else math.nan
@@ -135,6 +166,82 @@ def _workload_row(fleet: str, name: str, g: pd.DataFrame, scenario: Scenario, wi
     if wl.kind == "image_diffusion":
         row.update(_image_columns(g, done, cost, window_s, unstable))
     return row
+
+
+# Why the engine refuses a request (sim/engine/pools.py ``Pool.reject_reason``).
+REJECT_REASONS = ("exceeds_max_context", "exceeds_kv_capacity", "exceeds_memory")
+# Why a measured request missed its SLO, in the order a miss is attributed (one reason each).
+MISS_REASONS = ("rejected", "unfinished", "ttft", "tpot", "e2e")
+
+
+def _rejections(g: pd.DataFrame) -> dict:
+    """Rejected measured requests: count, share of arrivals, count per reason."""
+    rejected = g[g["status"] == "rejected"]
+    out = {"rejected": len(rejected), "rejected_share": len(rejected) / len(g) if len(g) else math.nan}
+    reasons = rejected["reject_reason"].value_counts()
+    for reason in REJECT_REASONS:
+        out[f"rejected_{reason}"] = int(reasons.get(reason, 0))
+    out["rejected_other"] = len(rejected) - sum(out[f"rejected_{r}"] for r in REJECT_REASONS)
+    return out
+
+
+def _slo_misses(g: pd.DataFrame, slo) -> dict:
+    """Measured requests that missed the SLO, each counted once under the first reason
+    of :data:`MISS_REASONS` that applies: rejected, still unfinished when the run ended,
+    then TTFT, TPOT, E2E over their bounds. The counts sum to ``slo_misses``."""
+    left = pd.Series(True, index=g.index)
+    out = {}
+    for reason in MISS_REASONS:
+        if reason == "rejected":
+            hit = g["status"] == "rejected"
+        elif reason == "unfinished":
+            hit = g["status"] == "in_flight"
+        else:
+            bound = getattr(slo, f"{reason}_s")
+            hit = (g[f"{reason}_s"] > bound) if bound is not None else pd.Series(False, index=g.index)
+        hit = hit & left
+        out[f"slo_miss_{reason}"] = int(hit.sum())
+        left &= ~hit
+    out["slo_misses"] = sum(out[f"slo_miss_{r}"] for r in MISS_REASONS)
+    return out
+
+
+def _backlog_trend(rows: pd.DataFrame, admitted_arrivals: int, scenario: Scenario) -> Trend:
+    """Trend test (:mod:`sim.results.stability`) on the workload's number in system
+    (arrival to completion, every pool and queue it crossed) over the window."""
+    t0, t1 = scenario.warmup_s, scenario.duration_s
+    kept = rows[rows["status"] != "rejected"]
+    means = batch_means_of_intervals(kept["arrival_at_s"].to_numpy(), kept["done_at_s"].to_numpy(), t0, t1)
+    return backlog_trend(means, t0, t1, admitted_arrivals / (t1 - t0))
+
+
+def _unstable_reason(in_flight: int, trend: Trend) -> str:
+    reasons = (["backlog_growing"] if trend.unstable else []) + (["in_flight_after_drain"] if in_flight else [])
+    return "+".join(reasons)
+
+
+def _tails(g: pd.DataFrame, end_s: float, censor: bool) -> dict:
+    """p50/p95/p99 of TTFT, TPOT and E2E over the measured requests. Stable runs: the
+    completed requests. Unstable runs (``censor``): requests still unfinished count
+    with the time they had waited when the run ended (TTFT/E2E censored at ``end_s``),
+    so the percentiles are lower bounds of the true ones; TPOT stays over completed
+    requests (an unfinished request has no TPOT yet)."""
+    done = g[g["status"] == "completed"]
+    open_ = g[g["status"] == "in_flight"]
+    out = {}
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        values = done[metric].dropna().to_numpy()
+        if censor and metric != "tpot_s" and len(open_):
+            waited = end_s - open_["arrival_at_s"].to_numpy()
+            if metric == "ttft_s":
+                waited = np.where(open_["ttft_s"].notna(), open_["ttft_s"], waited)[open_["kind"].isin(TTFT_KINDS)]
+            values = np.concatenate([values, waited])
+        for p in PERCENTILES:
+            out[f"{metric[:-2]}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else math.nan
+    return out
+
+
+TTFT_KINDS = ("autoregressive", "diffusion_lm")
 
 
 def _own_rent_energy_columns(done: pd.DataFrame) -> dict:

@@ -15,7 +15,11 @@ Columns (units in the names; plain numbers, no currency strings):
   and ``rent_usd_per_hour`` (the fleet bought, or rented at the gpu_rental prices; NaN
   when a type has no rental price); ``cost_usd_per_hour`` follows ``economics.ownership``.
 - per workload ``w``: ``w_cost_per_request_usd``, ``w_cost_per_1m_output_tokens_usd``
-  (NaN for workloads without output tokens), ``w_slo_attainment``, ``w_slo_target``,
+  (NaN for workloads without output tokens), ``w_slo_attainment`` (over all arrivals in
+  the window; rejected and unfinished requests are misses), ``w_slo_target``,
+  ``w_arrival_rate_rps`` (offered), ``w_throughput_rps`` (completions inside the window
+  per second: what was served), ``w_goodput_rps`` (those meeting the SLO),
+  ``w_rejected_share`` and ``w_status`` (``ok`` | ``slo_missed`` | ``unstable``),
   the same costs owned and rented (``w_cost_per_request_own_usd``,
   ``w_cost_per_request_rent_usd``, ``w_cost_per_1m_output_tokens_{own,rent}_usd``) and
   IT energy ``w_energy_per_request_j`` and ``w_energy_per_output_token_j``.
@@ -53,7 +57,18 @@ FLEET_ENERGY_COLUMNS = ("empty_slots", "it_energy_kwh_per_day", "facility_energy
                         "output_tokens_per_s_per_mw", "own_cost_usd_per_hour", "rent_usd_per_hour")
 WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "slo_attainment", "slo_target",
                     "cost_per_request_own_usd", "cost_per_request_rent_usd", "cost_per_1m_output_tokens_own_usd",
-                    "cost_per_1m_output_tokens_rent_usd", "energy_per_request_j", "energy_per_output_token_j")
+                    "cost_per_1m_output_tokens_rent_usd", "energy_per_request_j", "energy_per_output_token_j",
+                    "arrival_rate_rps", "throughput_rps", "goodput_rps", "rejected_share")
+
+
+def workload_status(row) -> str:
+    """``unstable`` (backlog growing or requests left after the drain: the tails are lower
+    bounds), ``slo_missed`` (attainment below target) or ``ok``, from a summary row."""
+    if bool(row.get("unstable", False)):
+        return "unstable"
+    if float(row["slo_attainment"]) < float(row["slo_target"]):
+        return "slo_missed"
+    return "ok"
 
 
 def accelerator_column(accelerator: str) -> str:
@@ -109,6 +124,7 @@ def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
         for metric in WORKLOAD_METRICS:
             if metric in w:
                 row[f"{w['workload']}_{metric}"] = float(w[metric])
+        row[f"{w['workload']}_status"] = workload_status(w)
     band = load_catalog().band_pct(json.loads(first["accelerators_by_type_json"]))
     row["perf_band_pct"] = math.nan if band is None else band
     row["headroom_load_multiplier"] = headroom

@@ -6,8 +6,8 @@ with no server and no network. By default it is written beside the directory as
 ``DIR.html`` (inside it, it would make ``run --out DIR`` refuse to replace the folder).
 
 Readers here are shared with the dashboard: :func:`load_run` rebuilds a
-:class:`~sim.results.tables.Results` from the exported files (no time series, which ``run``
-does not export, unless a ``timeseries.parquet`` sits beside them) and :func:`load_sweep`
+:class:`~sim.results.tables.Results` from the exported files (the time series from
+``timeseries.parquet``; empty for result directories written before it existed) and :func:`load_sweep`
 reads the tidy sweep table.
 """
 
@@ -22,12 +22,12 @@ from plotly.offline import get_plotlyjs
 
 from sim.results import charts
 from sim.errors import UserError
+from sim.engine.core import TIMESERIES_COLUMNS
 from sim.results.tables import Results
 from sim.scenario import load_scenario
 
 RUN_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "scenario.yaml")
 SWEEP_FILES = ("sweep.parquet", "sweep.csv")
-TIMESERIES_COLUMNS = ["fleet", "t_s", "pool", "outstanding", "queued", "central_queued", "busy_total_s"]
 
 
 # --- reading result directories --------------------------------------------------------
@@ -60,7 +60,7 @@ def load_run(directory: str | Path) -> Results:
         fleets=pd.read_csv(directory / "fleets.csv"),
         events={},
         end_s={},
-        timeseries=pd.read_parquet(series) if series.is_file() else pd.DataFrame(columns=TIMESERIES_COLUMNS),
+        timeseries=pd.read_parquet(series) if series.is_file() else pd.DataFrame(columns=list(TIMESERIES_COLUMNS)),
     )
 
 

@@ -91,7 +91,9 @@ def _latency_unit(values: pd.Series) -> tuple[str, float]:
 
 def _tails(row: pd.Series, metric: str, scale: float) -> str:
     cells = [human(row[f"{metric}_p{p}_s"] / scale) for p in (50, 95, 99)]
-    return " / ".join(cells)
+    censored = metric != "tpot" and bool(row.get("tails_lower_bound", False))  # TPOT: completed only
+    bound = "≥ " if censored and not all(c == MISSING for c in cells) else ""
+    return bound + " / ".join(cells)
 
 
 def _has_metric(g: pd.DataFrame, metric: str, kind: str) -> bool:
@@ -102,10 +104,35 @@ def _has_metric(g: pd.DataFrame, metric: str, kind: str) -> bool:
 
 def _status(row: pd.Series) -> str:
     if row["unstable"]:
-        return f"UNSTABLE ({int(row['in_flight'])} in flight)"
+        parts = []
+        if "backlog_growing" in str(row.get("unstable_reason", "")):
+            parts.append(f"backlog +{human(row['backlog_slope_per_s'])}/s")
+        if row["in_flight"]:
+            parts.append(f"{int(row['in_flight'])} in flight")
+        return f"UNSTABLE ({', '.join(parts)})"
     if not _missing(row["slo_attainment"]) and row["slo_attainment"] < row["slo_target"]:
         return "SLO missed"
     return "ok"
+
+
+REASON_LABELS = {"exceeds_max_context": "context", "exceeds_kv_capacity": "KV", "exceeds_memory": "memory",
+                 "other": "other"}
+
+
+def rejections(row: pd.Series) -> str:
+    """Rejected measured requests: count, share of arrivals and reasons."""
+    n = int(row.get("rejected", 0))
+    if n == 0:
+        return "0"
+    reasons = [(label, int(row.get(f"rejected_{key}", 0))) for key, label in REASON_LABELS.items()]
+    reasons = [(label, k) for label, k in reasons if k]
+    why = reasons[0][0] if len(reasons) == 1 else ", ".join(f"{label} {k}" for label, k in reasons)
+    return f"{n} ({percent(row['rejected_share'], decimals=1)} {why})"
+
+
+def _misses(row: pd.Series) -> str:
+    counts = [row.get(f"slo_miss_{r}") for r in ("ttft", "tpot", "e2e", "rejected", "unfinished")]
+    return " / ".join(MISSING if _missing(c) else str(int(c)) for c in counts)
 
 
 def workload_table(name: str, g: pd.DataFrame) -> str:
@@ -120,10 +147,13 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         headers.append(f"{label} p50/p95/p99 ({unit})")
         columns.append([_tails(r, metric, scale) for _, r in g.iterrows()])
     target = percent(g["slo_target"].iloc[0], decimals=None)
-    headers += ["throughput (req/s)", f"SLO met (target {target})", "$/request"]
+    headers += ["req/s offered / served / goodput", "rejected", f"SLO met (target {target})",
+                "misses TTFT/TPOT/E2E/rejected/unfinished", "$/request"]
     columns += [
-        [human(v) for v in g["throughput_rps"]],
+        [" / ".join(human(r.get(c)) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")) for _, r in g.iterrows()],
+        [rejections(r) for _, r in g.iterrows()],
         [percent(v, decimals=1) for v in g["slo_attainment"]],
+        [_misses(r) for _, r in g.iterrows()],
         [usd(v) for v in g["cost_per_request_usd"]],
     ]
     if kind in TOKEN_KINDS:
@@ -153,7 +183,11 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
     columns.append([_status(r) for _, r in g.iterrows()])
     right = [0 < i < len(headers) - 1 for i in range(len(headers))]
     title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
-    return f"{title}\n{table(headers, zip(*columns), right)}"
+    text = f"{title}\n{table(headers, zip(*columns), right)}"
+    if g.get("tails_lower_bound", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
+        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count "
+                 "with the time they had waited when the run ended")
+    return text
 
 
 def _handoffs(row: pd.Series) -> str:
@@ -177,7 +211,22 @@ def _pool_row(p: pd.Series) -> list[str]:
         percent(p["busy_fraction"]), percent(p.get("mfu")), percent(p.get("bandwidth_utilisation")),
         f"{percent(p.get('hbm_mean_fraction'))} / {percent(p.get('hbm_peak_fraction'))}",
         _intensity(p),
+        *_saturation(p),
     ]
+
+
+def _saturation(p: pd.Series) -> list[str]:
+    """Batch against max_batch, KV/activation memory in use, queue, backlog trend."""
+    batch = p.get("batch_mean")
+    if _missing(batch):
+        return [MISSING] * 4
+    fill = f"{human(batch)} ({percent(p['batch_fill_fraction'])})"
+    memory = f"{percent(p['memory_used_mean_fraction'])} / {percent(p['memory_used_peak_fraction'])}"
+    if _missing(p["memory_used_mean_fraction"]):
+        memory = MISSING
+    queue = f"{human(p['queue_mean'])} / {human(p['queue_end'])}"
+    trend = f"UNSTABLE +{human(p['backlog_slope_per_s'])}/s" if p["unstable"] else "stable"
+    return [fill, memory, queue, trend]
 
 
 def _intensity(p: pd.Series) -> str:
@@ -216,9 +265,10 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
         f"  perf model     {_band_line(pools)}",
     ]
     headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
-               "HBM mean/peak", "FLOP/byte vs ridge"]
+               "HBM mean/peak", "FLOP/byte vs ridge", "batch/replica (of max)", "KV or act. mean/peak",
+               "queue mean/end", "backlog"]
     rows = [_pool_row(p) for _, p in pools.iterrows()]
-    right = [i >= 5 for i in range(len(headers))]
+    right = [5 <= i < len(headers) - 1 for i in range(len(headers))]
     return "\n".join(lines) + "\n" + table(headers, rows, right)
 
 

@@ -78,7 +78,7 @@ def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
         ends[run.fleet] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
-    summary = workload_summary(requests_df, scenario)
+    summary = workload_summary(requests_df, scenario, ends)
     return Results(
         scenario=scenario,
         requests=requests_df,

@@ -251,7 +251,7 @@ def collect_runs(spec: SweepSpec, out_dir: Path) -> pd.DataFrame:
 
 
 def _failures(spec: SweepSpec, errors: dict[str, str], runs: pd.DataFrame) -> pd.DataFrame:
-    """Failed points (error) and unstable ones (queue still growing after the drain)."""
+    """Failed points (error) and unstable ones (backlog growing, or requests left after the drain)."""
     rows = []
     unstable = runs[runs["unstable"].astype(bool)] if len(runs) else runs
     for p in spec.points:
@@ -259,8 +259,10 @@ def _failures(spec: SweepSpec, errors: dict[str, str], runs: pd.DataFrame) -> pd
         if not error and len(unstable):
             bad = unstable[unstable["point_id"] == p.point_id]
             if len(bad):
-                error = "unstable: requests still in flight after the drain for workload(s) " + ", ".join(
-                    f"{w} ({n})" for w, n in zip(bad["workload"], bad["in_flight"]))
+                reasons = bad.get("unstable_reason", pd.Series("", index=bad.index))
+                error = "unstable (backlog growing or requests in flight after the drain): " + ", ".join(
+                    f"{w} ({r or 'in_flight_after_drain'}, {n} in flight)"
+                    for w, r, n in zip(bad["workload"], reasons, bad["in_flight"]))
         if error:
             rows.append({"point_id": p.point_id, "fleet": p.fleet, "seed": p.seed,
                          "overrides": p.overrides_json(), "error": error})

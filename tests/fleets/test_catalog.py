@@ -10,7 +10,7 @@ from sim.errors import UserError
 CATALOG = load_catalog()
 ACCELERATOR_KEYS = {"h100-sxm", "h200", "b200", "gb200", "mi300x", "mi325x", "mi355x", "tpu-v5e",
                     "tpu-v6e", "tpu7x", "gaudi3", "trainium2", "groq-lpu", "cerebras-wse3"}
-MODEL_KEYS = {"llama-3-8b", "llama-3-70b", "llama-2-70b", "llama-3.1-405b", "mixtral-8x7b",
+MODEL_KEYS = {"llama-3-8b", "llama-3.1-8b", "llama-3-70b", "llama-3.1-70b", "llama-3.3-70b", "llama-2-70b", "llama-3.1-405b", "mixtral-8x7b",
               "llada-8b", "sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b", "verifier",
               "clip-l-text", "openclip-bigg-text", "t5-xxl-encoder", "umt5-xxl-encoder",
               "sdxl-vae-decoder", "flux-vae-decoder", "wan-vae-decoder", "sd-safety-checker"}
@@ -148,3 +148,15 @@ def test_bad_csv_value_names_file_line_and_column(tmp_path):
     (tmp_path / "models.csv").write_text((DATA_DIR / "models.csv").read_text())
     with pytest.raises(UserError, match="accelerators.csv line 2 column 'peak_bf16_tflops'.*lots"):
         load_catalog(tmp_path)
+
+
+@pytest.mark.parametrize("key, context", [
+    ("llama-3-8b", 8192), ("llama-3-70b", 8192),  # Meta Llama 3 model card: 8k
+    ("llama-3.1-8b", 131_072), ("llama-3.1-70b", 131_072), ("llama-3.3-70b", 131_072),  # 128k model cards
+])
+def test_llama_contexts_follow_the_model_cards(key, context):
+    model = CATALOG.model(key)
+    assert model.max_context_tokens == context
+    assert "MODEL_CARD.md" in model.source
+    same = CATALOG.model("llama-3-8b" if "8b" in key else "llama-3-70b")
+    assert model.kv_bytes_per_token("bf16") == same.kv_bytes_per_token("bf16")

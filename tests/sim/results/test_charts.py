@@ -94,9 +94,11 @@ def test_busy_over_time_is_a_fraction(results):
     assert ts["busy_fraction"].max() > 0
 
 
-def test_utilisation_over_time_has_busy_and_queue_per_pool(results):
+def test_utilisation_over_time_has_busy_queue_and_batch_per_pool(results):
     fig = charts.utilisation_over_time(results.timeseries, results.pools, "h100")
-    assert len(fig.data) == 2 * 2  # busy + queue for two pools
+    assert len(fig.data) == 3 * 2  # busy + queue + batch fill for two pools
+    fill = [t for t in fig.data if t.line.dash == "dash"]
+    assert all(0 <= y <= 1 for t in fill for y in t.y)
     assert_units(fig)
     assert "simulated time (s)" in axis_titles(fig)
 
@@ -169,6 +171,8 @@ def test_kpi_cards_are_formatted(results):
     table = charts.kpi_workloads(results.summary, "h100")
     assert list(table["workload"]) == ["chat", "image"]
     assert table["p99 E2E"].str.contains(r"\d (?:ms|s|min)$").all()
+    assert {"rejected (share, reason)", "misses TTFT/TPOT/E2E/rejected/unfinished",
+            "req/s offered / served / goodput"} <= set(table.columns)
 
 
 # --- sweeps: a synthetic tidy table with the sweep's shape -----------------------------

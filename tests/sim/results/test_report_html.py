@@ -9,6 +9,7 @@ import pytest
 from plotly.offline import get_plotlyjs
 from typer.testing import CliRunner
 
+from sim.engine.core import TIMESERIES_COLUMNS
 from sim.results import report_html
 from sim.errors import UserError
 from sim.results.export import write_results
@@ -71,7 +72,8 @@ def test_default_path_is_beside_the_directory(run_dir):
 def test_load_run_rebuilds_results(run_dir):
     results = report_html.load_run(run_dir)
     assert set(results.fleets["fleet"]) == {"h100", "mi300x"}
-    assert results.timeseries.empty
+    assert list(results.timeseries.columns) == list(TIMESERIES_COLUMNS)
+    assert set(results.timeseries["fleet"]) == {"h100", "mi300x"} and (results.timeseries["queued"] >= 0).all()
 
 
 def test_sweep_report_has_pareto_and_heatmaps(sweep_dir, tmp_path):
