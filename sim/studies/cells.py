@@ -31,8 +31,9 @@ run.
 **Merging.** Request rows are concatenated with their global request ids and replica
 indices (cell ``c``'s replica ``r`` of a pool is replica ``c · replicas/n + r``); pool rows
 sum every accumulated total (busy seconds, FLOP, bytes, byte·seconds, iterations) and
-take the maximum of peaks (``*_peak_*`` columns); time series are summed per
-(sample instant, pool); events are summed and the end time is the latest cell's. The
+take the maximum of peaks (``*_peak_*`` columns); time series are carried forward onto
+the union of the cells' sample instants, counts summed and memory fractions averaged
+(:func:`_merge_series`); events are summed and the end time is the latest cell's. The
 latency tails, SLO attainment and costs are then computed from the merged rows exactly
 as for a whole run.
 """
@@ -143,16 +144,43 @@ def merge_cells(runs: list[FleetRun], pool_objects: list) -> FleetRun:
     how = {c: ("max" if _PEAK in c else "sum") for c in numeric}
     merged = pools.groupby(list(_POOL_KEYS), sort=False, dropna=False).agg(how).reset_index()
     merged = merged[[c for c in pools.columns if c in merged.columns]]
-    series = pd.concat([r.timeseries for r in runs], ignore_index=True)
-    if len(series):
-        keys = ["fleet", "t_s", "pool"]
-        series = series.groupby(keys, sort=True).sum(numeric_only=True).reset_index()
-        series = series[[c for c in runs[0].timeseries.columns]]
+    series = _merge_series([r.timeseries for r in runs])
     shares = pd.concat([r.pool_shares for r in runs], ignore_index=True)
     if len(shares):
         shares = shares.sort_values(["request_id"], kind="stable", ignore_index=True)
     return FleetRun(runs[0].fleet, requests, merged, max(r.end_s for r in runs), sum(r.events for r in runs),
                     series, shares, pool_objects)
+
+
+def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The fleet's time series from its cells': each cell's state is carried forward
+    (it holds until its next sample; zero before its first) onto the union of the
+    cells' sample instants (their grids may be decimated differently), then counts and
+    cumulative busy time are summed and memory fractions averaged (cells are equal)."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame()
+    columns = list(frames[0].columns)
+    values = [c for c in columns if c not in ("fleet", "t_s", "pool")]
+    instants = np.unique(np.concatenate([f["t_s"].to_numpy() for f in frames]))
+    merged = []
+    for pool in frames[0]["pool"].unique():
+        per_cell = []
+        for f in frames:
+            own = f[f["pool"] == pool].set_index("t_s")[values]
+            per_cell.append(own.reindex(instants, method="ffill").fillna(0.0))
+        total = sum(per_cell)
+        for c in values:
+            if c.endswith("_fraction"):
+                total[c] = total[c] / len(per_cell)
+            elif pd.api.types.is_integer_dtype(frames[0][c]):
+                total[c] = total[c].round().astype(np.int64)
+        total = total.reset_index().rename(columns={"index": "t_s"})
+        total.insert(0, "fleet", frames[0]["fleet"].iloc[0])
+        total["pool"] = pool
+        merged.append(total)
+    out = pd.concat(merged, ignore_index=True).sort_values(["t_s"], kind="stable", ignore_index=True)
+    return out[columns]
 
 
 def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:

@@ -110,3 +110,19 @@ def test_dask_cells_equal_serial_cells():
         distributed = run_cells(sc, 2, executor)
     for name in ("requests", "pools", "summary", "fleets", "timeseries"):
         pd.testing.assert_frame_equal(getattr(serial, name), getattr(distributed, name))
+
+
+def test_merged_time_series_obeys_littles_law():
+    """The cells' sampled states, merged onto one grid, give the number in system whose
+    time average equals λ·W computed from the merged request rows (Little's law)."""
+    sc = chat(replicas=4, rate=6.0).model_copy(update={"sample_interval_s": 0.25})
+    results = run_cells(sc, 4)
+    req, ts = results.requests, results.timeseries
+    lo, hi = 10.0, 120.0
+    window = ts[(ts["t_s"] >= lo) & (ts["t_s"] < hi)]
+    sampled_l = (window["outstanding"] + window["central_queued"]).mean()
+    arrivals = req[(req["arrival_at_s"] >= lo) & (req["arrival_at_s"] < hi)]
+    assert (arrivals["status"] == "completed").all()
+    lam_w = len(arrivals) / (hi - lo) * arrivals["e2e_s"].mean()
+    assert sampled_l == pytest.approx(lam_w, rel=0.08)
+    assert window["memory_used_fraction"].between(0, 1).all()
