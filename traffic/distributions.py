@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, TypeAdapter, model_validator
 from scipy.special import ndtr
 
-from traffic.traces import TraceFormat, load_trace
+from traffic.traces import FilePath, TraceFormat, load_trace
 
 
 class _Dist(BaseModel):
@@ -160,7 +160,7 @@ class TraceRef(BaseModel):
     """A column of a trace file; ``path`` is relative to the current directory unless absolute."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    path: Path
+    path: FilePath
     format: TraceFormat
     field: Literal["prompt_tokens", "output_tokens"]
 
