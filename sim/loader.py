@@ -60,6 +60,7 @@ class LoadedYaml:
     data: Any
     source: str
     lines: dict[tuple, int] = field(default_factory=dict)
+    text: str = ""
 
     def line_of(self, path: tuple) -> int | None:
         """Line of the deepest prefix of ``path`` that the file spells out."""
@@ -184,7 +185,7 @@ def parse_yaml(text: str, source: str) -> LoadedYaml:
         raise ScenarioError(f"{source}: YAML nesting is too deep; at most {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
-    loaded = LoadedYaml(data, source)
+    loaded = LoadedYaml(data, source, text=text)
     check_plain_data(data, source, loaded)
     _record_lines(node, (), loaded.lines, 0)
     return loaded

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFlo
 from sim.errors import TraceError, UserError
 from traffic.traces import FilePath, Trace, TraceFormat, load_trace
 
-MAX_RATE_PER_S = 1e6
+MAX_RATE_PER_S = 1e9
 """Largest arrival rate of any process or state (requests/s)."""
 MAX_ARRIVALS = 20_000_000
 """Most arrivals one process may generate in one call; checked from the expected count
