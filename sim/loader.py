@@ -45,10 +45,10 @@ MAX_INT_DIGITS = 19
 INT64_MAX = 2**63 - 1
 
 _REFUSED_TAGS = {
-    "tag:yaml.org,2002:set": "a set (!!set); write a list [a, b] instead",
-    "tag:yaml.org,2002:binary": "binary data (!!binary)",
-    "tag:yaml.org,2002:omap": "an ordered map (!!omap); write a plain mapping",
-    "tag:yaml.org,2002:pairs": "pairs (!!pairs); write a plain mapping",
+    "tag:yaml.org,2002:set": "a set (!!set) is not allowed; write a list [a, b] instead",
+    "tag:yaml.org,2002:binary": "binary data (!!binary) is not allowed",
+    "tag:yaml.org,2002:omap": "an ordered map (!!omap) is not allowed; write a plain mapping",
+    "tag:yaml.org,2002:pairs": "pairs (!!pairs) are not allowed; write a plain mapping",
 }
 
 
@@ -112,7 +112,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 def _refuse_tag(loader, node):
     raise yaml.constructor.ConstructorError(
-        None, None, f"{_REFUSED_TAGS.get(node.tag, f'tag {node.tag}')} is not allowed here", node.start_mark)
+        None, None, _REFUSED_TAGS.get(node.tag, f"tag {node.tag} is not allowed"), node.start_mark)
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)

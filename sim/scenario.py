@@ -10,6 +10,7 @@ Defaults that are facts carry their source in the field description.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -309,6 +310,8 @@ class Scenario(_Strict):
         for fleet in self.fleets:
             _check_serves(self, fleet)
         _check_sizes(self)
+        for name, wl in self.workloads.items():
+            _check_count_distributions(name, wl)
         return self
 
 
@@ -334,24 +337,28 @@ def fleet_workloads(scenario: Scenario, fleet: FleetConfig) -> list[str]:
 
 def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
     known = sorted(scenario.workloads)
+    at = f"fleets.{scenario.fleets.index(fleet)}"
+    if fleet.workloads is not None and not fleet.workloads:
+        raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists no workloads (workloads: []); list some of {known} "
+                         f"or leave the field out to serve all")
     unknown = [n for n in (fleet.workloads or []) if n not in scenario.workloads]
     if unknown:
-        raise ValueError(f"fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
+        raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
     served: set[str] = set()
-    for pool in fleet.pools:
+    for p, pool in enumerate(fleet.pools):
         main = []
         for entry in pool.serves:
             name, stage = split_serves(entry)
             if name not in scenario.workloads:
                 raise ValueError(
-                    f"fleet '{fleet.name}' pool '{pool.name}' serves unknown workload '{name}'; "
+                    f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves unknown workload '{name}'; "
                     f"workloads are: {known}"
                 )
             if stage is not None:
                 allowed = STAGES.get(scenario.workloads[name].kind, ())
                 if stage not in allowed or stage == "denoise":
                     raise ValueError(
-                        f"fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
+                        f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
                         f"{scenario.workloads[name].kind} workload cannot be placed separately; "
                         f"allowed: {[a for a in allowed if a != 'denoise']}"
                     )
@@ -360,19 +367,19 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                 served.add(name)
         if main and [split_serves(e)[1] for e in pool.serves if split_serves(e)[1]]:
             raise ValueError(
-                f"fleet '{fleet.name}' pool '{pool.name}' mixes whole workloads and separate stages "
+                f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' mixes whole workloads and separate stages "
                 f"({pool.serves}); give stages their own pool"
             )
         models = {scenario.workloads[n].model for n in main}
         kinds = {_engine_family(scenario.workloads[n].kind) for n in main}
         if len(models) > 1 or len(kinds) > 1:
             raise ValueError(
-                f"fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
+                f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
                 f"engines ({sorted(map(str, models))}); a pool serves one model"
             )
     missing = [n for n in fleet_workloads(scenario, fleet) if n not in served]
     if missing:
-        raise ValueError(f"fleet '{fleet.name}' has no pool serving workload(s) {missing}")
+        raise ValueError(f"{at}.pools: fleet '{fleet.name}' has no pool serving workload(s) {missing}")
 
 
 def _check_sizes(scenario: Scenario) -> None:
@@ -382,7 +389,7 @@ def _check_sizes(scenario: Scenario) -> None:
     samples = (scenario.duration_s + scenario.drain_s) / interval
     if samples > MAX_SAMPLES:
         raise ValueError(
-            f"sample_interval_s (={interval:g}) would take {samples:,.0f} samples over duration_s + drain_s "
+            f"sample_interval_s: {interval:g} s would take {samples:,.0f} samples over duration_s + drain_s "
             f"(={scenario.duration_s + scenario.drain_s:g} s); the limit is {MAX_SAMPLES:,}: use a "
             f"sample_interval_s >= {(scenario.duration_s + scenario.drain_s) / MAX_SAMPLES:.3g}"
         )
@@ -395,10 +402,56 @@ def _check_sizes(scenario: Scenario) -> None:
     if total > MAX_EXPECTED_REQUESTS:
         worst = max(expected, key=expected.get)
         raise ValueError(
-            f"the arrivals would generate about {total:,.0f} requests over duration_s={scenario.duration_s:g} "
-            f"(workloads.{worst}.arrival alone {expected[worst]:,.0f}); the limit is "
+            f"workloads.{worst}.arrival: the arrivals would generate about {total:,.0f} requests over "
+            f"duration_s={scenario.duration_s:g} ({worst} alone {expected[worst]:,.0f}); the limit is "
             f"{MAX_EXPECTED_REQUESTS:,} per run: lower the rates or duration_s, or split the study"
         )
+
+
+MAX_DIFFUSION_LM_STEPS = 10_000
+
+
+def _support_max(dist) -> float:
+    """Largest value ``dist`` can draw (inf for unbounded supports)."""
+    kind = dist.kind
+    if kind == "constant":
+        return dist.value
+    if kind == "uniform":
+        return dist.high
+    if kind == "lognormal":
+        return math.inf if dist.max is None else dist.max
+    values = getattr(dist, "values", None)
+    return max(values) if values else math.inf
+
+
+def _explicit_values(dist) -> list[float]:
+    if dist.kind == "constant":
+        return [dist.value]
+    return list(getattr(dist, "values", None) or [])
+
+
+def _check_count_distributions(name: str, wl) -> None:
+    """Token counts within [0, MAX_TOKENS] (larger would overflow the engine's int64
+    arithmetic); diffusion-LM steps integers in [1, MAX_DIFFUSION_LM_STEPS] from a
+    bounded distribution (0.3 or 1e12 steps are refused, not rounded)."""
+    for field in ("prompt_tokens", "output_tokens"):
+        dist = getattr(wl, field, None)
+        if isinstance(dist, BaseModel):
+            try:
+                mean = float(dist.mean)
+            except (OverflowError, ValueError):
+                mean = math.inf
+            if not mean <= MAX_TOKENS or max(_explicit_values(dist), default=0) > MAX_TOKENS:
+                raise ValueError(f"workloads.{name}.{field}: token counts must be at most {MAX_TOKENS:,} "
+                                 f"(mean {mean:g}); lower the distribution")
+    steps = getattr(wl, "steps", None)
+    if wl.kind == "diffusion_lm" and isinstance(steps, BaseModel):
+        high = _support_max(steps)
+        bad = [v for v in _explicit_values(steps) if v != int(v) or not 1 <= v <= MAX_DIFFUSION_LM_STEPS]
+        if bad or not high <= MAX_DIFFUSION_LM_STEPS or (steps.kind == "uniform" and steps.low < 1):
+            raise ValueError(f"workloads.{name}.steps: denoising steps must be whole numbers from 1 to "
+                             f"{MAX_DIFFUSION_LM_STEPS:,} drawn from a bounded distribution (constant, choice, "
+                             f"uniform, or lognormal with max); got {steps.model_dump(exclude_defaults=True)}")
 
 
 def _engine_family(kind: str) -> str:
@@ -427,17 +480,29 @@ def _yaml_path(loc: tuple, data: Any) -> tuple:
     return tuple(path)
 
 
+def _leading_path(msg: str, data: Any) -> tuple:
+    """``("workloads", "chat", "steps")`` from a message ``"workloads.chat.steps: ..."``
+    whose first word is a dotted path starting at a top-level key of ``data``; else ``()``."""
+    head = msg.split(": ", 1)[0] if ": " in msg else ""
+    if not head or " " in head or not isinstance(data, dict) or head.split(".")[0] not in data:
+        return ()
+    return tuple(int(p) if p.isdigit() else p for p in head.split("."))
+
+
 def format_validation_error(err: ValidationError, source: str, data: Any = None,
                             loaded: LoadedYaml | None = None) -> str:
     """One line per problem: ``source[:line]: field.path: message (got value)``."""
     lines = []
     for e in err.errors():
         path = _yaml_path(tuple(e["loc"]), data) if data is not None else tuple(e["loc"])
-        line = loaded.line_of(path) if loaded else None
-        loc = dotted(path)
+        msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
+        if not path:  # a cross-field check: its message starts with the field path when it has one
+            path = _leading_path(msg, data)
+            msg = msg if not path else msg.split(": ", 1)[1]
+        line = loaded.line_of(path) if loaded and path else None
         got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
-        lines.append(f"{source}{f':{line}' if line else ''}: {loc}: {e['msg']}{shown}")
+        shown = "" if isinstance(got, (dict, list)) or not e["loc"] else f" (got {got!r})"
+        lines.append(f"{source}{f':{line}' if line else ''}: {dotted(path)}: {msg}{shown}")
     return "\n".join(lines)
 
 
@@ -536,5 +601,5 @@ def _check_model(catalog, key: str, kinds: tuple, who: str, path: tuple, fail) -
         fail(path, f"unknown model '{key}' for {who}; allowed ({' or '.join(kinds)}): {', '.join(allowed)}")
     kind = catalog.models[key].kind
     if kind not in kinds:
-        fail(path, f"model '{key}' is a {kind} model; {who} needs a model of kind {' or '.join(kinds)}: "
+        fail(path, f"model '{key}' is of kind '{kind}'; {who} needs a model of kind {' or '.join(kinds)}: "
              f"{', '.join(allowed)}")

@@ -24,6 +24,9 @@ from scipy.special import ndtr
 
 from traffic.traces import FilePath, TraceFormat, load_trace
 
+MAX_SAMPLED_TOKENS = 10_000_000
+"""Upper clip of sampled token and step counts (a lognormal tail must not overflow int64)."""
+
 
 class _Dist(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -207,8 +210,9 @@ DISTRIBUTION_ADAPTER: TypeAdapter[Distribution] = TypeAdapter(Distribution)
 
 
 def sample_tokens(dist: Distribution, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Draw ``n`` token counts: values rounded to nearest, at least 1; int64 shape (n,)."""
-    return np.maximum(np.rint(dist.sample(rng, n)), 1).astype(np.int64)
+    """Draw ``n`` token counts: values rounded to nearest, clipped to [1, MAX_SAMPLED_TOKENS]
+    (so no draw overflows int64); int64 shape (n,)."""
+    return np.clip(np.rint(dist.sample(rng, n)), 1, MAX_SAMPLED_TOKENS).astype(np.int64)
 
 
 def fit_lognormal(values: np.ndarray | list[float]) -> tuple[float, float]:
