@@ -41,7 +41,7 @@ MAX_DEPTH = 40
 MAX_NODES = 200_000
 """Most values a file may hold once YAML aliases are expanded."""
 MAX_INT_DIGITS = 19
-"""Most digits of an integer literal (int64 has 19)."""
+"""Most digits of an int64 (literals longer than this are refused without being parsed)."""
 INT64_MAX = 2**63 - 1
 
 _REFUSED_TAGS = {
@@ -99,15 +99,13 @@ class _StrictLoader(yaml.SafeLoader):
         text = str(node.value).replace("_", "").lstrip("+-")
         if text.startswith(("0x", "0o", "0b")):
             text = text[2:]
-        if len(text.lstrip("0")) > MAX_INT_DIGITS:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"integer with {len(text)} digits; at most {MAX_INT_DIGITS} (int64)",
-                node.start_mark)
-        value = super().construct_yaml_int(node)
-        if abs(value) > INT64_MAX:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"integer {value} is outside the int64 range", node.start_mark)
-        return value
+        if len(text.lstrip("0")) > MAX_INT_DIGITS + 1:  # never parsed (Python refuses > 4300 digits)
+            return HugeInt(len(text.lstrip("0")))
+        return super().construct_yaml_int(node)  # beyond int64: refused by check_plain_data, with its path
+
+
+class HugeInt(int):
+    """Stands for an integer literal too long to parse; holds its digit count."""
 
 
 def _refuse_tag(loader, node):
@@ -186,8 +184,8 @@ def parse_yaml(text: str, source: str) -> LoadedYaml:
     finally:
         loader.dispose()
     loaded = LoadedYaml(data, source, text=text)
-    check_plain_data(data, source, loaded)
     _record_lines(node, (), loaded.lines, 0)
+    check_plain_data(data, source, loaded)
     return loaded
 
 
@@ -227,7 +225,7 @@ def check_plain_data(data: Any, source: str, loaded: LoadedYaml | None = None) -
 
     def where(path: tuple) -> str:
         line = loaded.line_of(path) if loaded else None
-        return f"{source}: {dotted(path)}" + (f" (line {line})" if line else "")
+        return f"{source}{f':{line}' if line else ''}: {dotted(path)}"
 
     def walk(value: Any, path: tuple, active: set) -> int:
         if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -236,6 +234,9 @@ def check_plain_data(data: Any, source: str, loaded: LoadedYaml | None = None) -
             if not math.isfinite(value):
                 raise ScenarioError(f"{where(path)}: {value} is not a finite number; every number must be finite")
             return 1
+        if isinstance(value, HugeInt):
+            raise ScenarioError(f"{where(path)}: an integer of {int(value):,} digits is outside the int64 range "
+                                f"(|value| <= {INT64_MAX}, {MAX_INT_DIGITS} digits)")
         if isinstance(value, int):
             if abs(value) > INT64_MAX:
                 raise ScenarioError(f"{where(path)}: integer with {len(str(abs(value)))} digits is outside "

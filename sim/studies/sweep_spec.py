@@ -186,7 +186,7 @@ def _check_grid(path: Path, grid: Any, base_data: dict) -> dict[str, list]:
         raise UserError(f"{path}: 'grid' must map dotted paths to lists of values, got {grid!r}")
     out = {}
     size = 1
-    for key, values in grid.items():
+    for key, values in grid.items():  # sizes first: a 10^10-point grid is refused before any value is checked
         if not isinstance(values, list) or not values:
             raise UserError(f"{path}: grid field '{key}' needs a non-empty list of values, got {values!r}")
         if len(values) > MAX_GRID_VALUES:
@@ -195,6 +195,7 @@ def _check_grid(path: Path, grid: Any, base_data: dict) -> dict[str, list]:
         if size > MAX_POINTS:
             raise UserError(f"{path}: grid has at least {size:,} combinations; the limit is {MAX_POINTS:,} points "
                             f"(grid values × fleets × seeds): sweep fewer values or split the sweep")
+    for key, values in grid.items():
         for value in values:
             try:
                 apply_overrides(base_data, [(str(key), value)], str(path))
