@@ -184,7 +184,7 @@ def parse_yaml(text: str, source: str) -> LoadedYaml:
     finally:
         loader.dispose()
     loaded = LoadedYaml(data, source, text=text)
-    _record_lines(node, (), loaded.lines, 0)
+    _record_lines(node, (), loaded.lines, 0, set())
     check_plain_data(data, source, loaded)
     return loaded
 
@@ -194,18 +194,20 @@ def load_yaml(path: str | Path, what: str = "scenario") -> LoadedYaml:
     return parse_yaml(read_text_file(path, what), str(path))
 
 
-def _record_lines(node, path: tuple, lines: dict, depth: int) -> None:
-    if node is None or depth > MAX_DEPTH:
+def _record_lines(node, path: tuple, lines: dict, depth: int, seen: set) -> None:
+    """Line of every path, each node visited once (an alias is not expanded again)."""
+    if node is None or depth > MAX_DEPTH or id(node) in seen:
         return
+    seen.add(id(node))
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode):
                 lines[path + (key_node.value,)] = key_node.start_mark.line + 1
-                _record_lines(value_node, path + (key_node.value,), lines, depth + 1)
+                _record_lines(value_node, path + (key_node.value,), lines, depth + 1, seen)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _record_lines(item, path + (i,), lines, depth + 1)
+            _record_lines(item, path + (i,), lines, depth + 1, seen)
 
 
 def dotted(path: tuple) -> str:

@@ -186,7 +186,8 @@ KEY_LINE = re.compile(r"^(\s*)([A-Za-z_][\w.-]*): (\S.*)$")
 def duplicate_key(draw):
     text = dump(SCENARIOS[draw(scenario_names)])
     lines = text.splitlines()
-    candidates = [i for i, line in enumerate(lines) if KEY_LINE.match(line)]
+    candidates = [i for i, line in enumerate(lines)  # quoted values may continue on the next line
+                  if KEY_LINE.match(line) and KEY_LINE.match(line).group(3)[0] not in "'\""]
     i = draw(st.sampled_from(candidates))
     key = KEY_LINE.match(lines[i]).group(2)
     lines.insert(i + 1, lines[i])
@@ -199,9 +200,10 @@ def broken_yaml(draw):
     lines = text.splitlines()
     how = draw(st.sampled_from(["unclosed", "tab", "quote", "top_list", "top_scalar", "empty"]))
     if how in ("top_list", "top_scalar", "empty"):
-        body = {"top_list": "- " + "\n- ".join(lines[:3]), "top_scalar": "just words", "empty": ""}[how]
+        body = {"top_list": "- " + lines[0] + "\n- seed: 1", "top_scalar": "just words", "empty": ""}[how]
         return body + "\n", ["must be a YAML mapping"]
-    indented = [i for i, line in enumerate(lines) if line.startswith("  ") and KEY_LINE.match(line)]
+    indented = [i for i, line in enumerate(lines) if line.startswith("  ") and KEY_LINE.match(line)
+                and KEY_LINE.match(line).group(3)[0] not in "'\""]
     i = draw(st.sampled_from(indented))
     if how == "unclosed":
         lines[i] = KEY_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)}: [1, 2", lines[i])
