@@ -370,7 +370,10 @@ def _raise_interrupted(signum, frame) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: run the app and map usage errors to ``dcsim: error:`` and
     interrupts to one line and exit code 128 + signal number (130 for Ctrl-C)."""
-    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    import threading
+
+    in_main = threading.current_thread() is threading.main_thread()  # signal handlers need the main thread
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
     try:
         code = _main(argv)
     except Interrupted as err:
