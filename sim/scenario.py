@@ -36,6 +36,16 @@ MAX_EXPECTED_REQUESTS = 2_000_000
 """Most requests one run may expect (sum over workloads of peak rate × duration_s)."""
 
 
+def loading_limits() -> dict[str, int]:
+    """The limits the loader and the cross-field checks enforce (shown in `dcsim schema`)."""
+    from sim import loader
+
+    return {"max_file_bytes": loader.MAX_FILE_BYTES, "max_nesting_depth": loader.MAX_DEPTH,
+            "max_values_after_alias_expansion": loader.MAX_NODES, "max_integer": loader.INT64_MAX,
+            "max_time_series_samples": MAX_SAMPLES, "max_expected_requests": MAX_EXPECTED_REQUESTS,
+            "max_tokens": MAX_TOKENS}
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -282,6 +292,9 @@ class Scenario(_Strict):
     [warmup_s, duration_s). After duration_s the fleet drains for at most drain_s more;
     requests still unfinished then are reported as in flight (and the run as unstable).
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=lambda schema: schema.update(
+        {"x-dcsim-limits": loading_limits()}))
 
     name: str = "scenario"
     description: str = ""

@@ -394,6 +394,7 @@ def test_dask_address_checked_before_output_directory(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # dask retries the connection for its 20 s timeout
 def test_unreachable_dask_scheduler_creates_no_output_directory(tmp_path):
     sweep = write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [2]}, seeds=1)
     code, _, stderr = dcsim(["sweep", sweep, "--out", tmp_path / "out", "--dask", "tcp://127.0.0.1:9"])
@@ -467,3 +468,5 @@ def test_schema_shows_the_limits(capsys):
     pool = schema["$defs"]["PoolConfig"]["properties"]
     assert pool["replicas"]["maximum"] == 100_000
     assert schema["$defs"]["PoissonArrivals"]["properties"]["rate_per_s"]["maximum"] == 1e9
+    assert schema["x-dcsim-limits"]["max_file_bytes"] == 2_000_000
+    assert schema["x-dcsim-limits"]["max_expected_requests"] == 2_000_000
