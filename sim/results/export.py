@@ -64,6 +64,17 @@ def write_files(results: Results, directory: Path) -> None:
     directory.chmod(DIR_MODE)
 
 
+def make_dirs(directory: Path) -> None:
+    """``mkdir -p`` whose new directories are 0755 whatever the umask."""
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        new.chmod(DIR_MODE)
+
+
 def remove_leftovers(target: Path) -> list[Path]:
     """Delete ``.NAME.tmp-*`` / ``.NAME.old-*`` left beside ``target`` by a killed run;
     returns what was removed."""
@@ -150,7 +161,7 @@ def write_results(results: Results, out_dir: str | Path) -> Path:
     check_replaceable(out_dir)
     remove_leftovers(out_dir)
     try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        make_dirs(out_dir.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     except OSError as err:
         raise UserError(f"--out {out_dir}: cannot create a directory there ({err.strerror})") from None
@@ -195,7 +206,7 @@ def write_file_atomic(path: str | Path, write, cleanup: bool = True) -> Path:
     if cleanup:
         remove_leftovers(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        make_dirs(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
         os.close(fd)
     except OSError as err:

@@ -41,7 +41,7 @@ from scipy import stats
 from tqdm import tqdm
 
 from sim.errors import UserError
-from sim.results.export import DIR_MODE, write_csv, write_file_atomic, write_parquet
+from sim.results.export import make_dirs, write_csv, write_file_atomic, write_parquet
 from sim.scenario import scenario_to_yaml
 from sim.studies.sweep_spec import Point, SweepSpec, apply_overrides
 
@@ -276,9 +276,7 @@ def _prepare_dir(out_dir: Path, spec: SweepSpec) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory")
     try:
-        (out_dir / POINTS_DIR).mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-        out_dir.chmod(DIR_MODE)
-        (out_dir / POINTS_DIR).chmod(DIR_MODE)
+        make_dirs(out_dir / POINTS_DIR)
     except OSError as err:
         raise UserError(f"--out {out_dir}: cannot create it ({err.strerror})") from None
     for leftover in (out_dir / POINTS_DIR).glob(".*.tmp-*"):

@@ -381,6 +381,7 @@ def test_outputs_are_0644_and_directories_0755(tmp_path):
         os.umask(old)
     assert code == 0, stderr
     assert stat.S_IMODE((tmp_path / "res").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "plan").stat().st_mode) == 0o755
     for path in list((tmp_path / "res").iterdir()) + [tmp_path / "plan" / "p.csv"]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
@@ -416,6 +417,18 @@ def test_sweep_billion_laughs(tmp_path):
         f"l{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
     sweep.write_text(sweep.read_text().replace("grid:", laughs.replace("lol:", "x_lol:") + "grid:", 1))
     refused_path(tmp_path, sweep, "alias", command="sweep")
+
+
+def test_sweep_outputs_are_0644_and_directories_0755(tmp_path):
+    sweep = write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [2]}, seeds=1, fleets=["h100"])
+    old = os.umask(0o077)
+    try:
+        code, _, stderr = dcsim(["sweep", sweep, "--out", tmp_path / "a" / "out", "--workers", "1"])
+    finally:
+        os.umask(old)
+    assert code == 0, stderr
+    for path in (tmp_path / "a").rglob("*"):
+        assert stat.S_IMODE(path.stat().st_mode) == (0o755 if path.is_dir() else 0o644), path
 
 
 def test_zero_byte_point_file_is_rerun(tmp_path):
