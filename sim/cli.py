@@ -338,7 +338,10 @@ def validate(
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
+    from sim.results.export import check_writable
+
     with user_errors():
+        check_writable(out, "--out", replace=False)
         started = time.perf_counter()
         result = run_validation(data)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
@@ -391,7 +394,8 @@ def main(argv: Optional[list[str]] = None) -> None:
 def _say_interrupted(argv: Optional[list[str]]) -> None:
     args = sys.argv[1:] if argv is None else argv
     sweep = next((a for a in args if not a.startswith("-")), "") == "sweep"
-    line = INTERRUPTED + ("; finished sweep points are kept, rerun to resume" if sweep else "")
+    line = "dcsim: interrupted; nothing half-written (finished sweep points are kept: rerun to resume)" if sweep \
+        else INTERRUPTED
     try:
         typer.echo(line, err=True)
     except Interrupted:  # a second signal while printing

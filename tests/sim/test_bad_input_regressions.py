@@ -483,3 +483,20 @@ def test_schema_shows_the_limits(capsys):
     assert schema["$defs"]["PoissonArrivals"]["properties"]["rate_per_s"]["maximum"] == 1e9
     assert schema["x-dcsim-limits"]["max_file_bytes"] == 2_000_000
     assert schema["x-dcsim-limits"]["max_expected_requests"] == 2_000_000
+
+
+# --- trace paths that are not files ------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink_loop", "dev_zero"])
+def test_trace_path_that_is_not_a_file(tmp_path, kind):
+    path = tmp_path / "trace.csv"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink_loop":
+        path.symlink_to(path)
+    else:
+        path = Path("/dev/zero")
+    data = with_(("workloads", "chat", "arrival"), {"kind": "trace", "path": str(path), "format": "azure_csv"})
+    started = time.perf_counter()
+    refused(tmp_path, data, "trace")
+    assert time.perf_counter() - started < 10
