@@ -111,7 +111,7 @@ def _nodes_per_rack(acc, node_power_w, budget_w, nodes_per_rack, model, where) -
               f"one node draws {node_power_w / 1e3:.2f} kW at full load "
               f"({acc.accelerators_per_node} x {acc.tdp_w:.0f} W + "
               f"{acc.node_overhead_w:.0f} W overhead), over the rack power budget of "
-              f"{budget_w / 1e3:.2f} kW", "Raise rack_power_budget_w or pick another accelerator.")
+              f"{budget_w / 1e3:.2f} kW", "Raise the pool's rack_power_budget_kw or pick another accelerator.")
     fit = math.floor(budget_w / node_power_w * (1 + POWER_FIT_TOLERANCE))
     if nodes_per_rack is None:
         return max(1, fit)
@@ -120,7 +120,7 @@ def _nodes_per_rack(acc, node_power_w, budget_w, nodes_per_rack, model, where) -
               f"nodes_per_rack={nodes_per_rack!r} draws "
               f"{_kw(nodes_per_rack, node_power_w)} against a rack power budget of "
               f"{budget_w / 1e3:.2f} kW",
-              f"Use an integer nodes_per_rack from 1 to {fit}, or raise rack_power_budget_w.")
+              f"Use an integer nodes_per_rack from 1 to {fit}, or raise the pool's rack_power_budget_kw.")
     return nodes_per_rack
 
 

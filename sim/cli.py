@@ -12,22 +12,52 @@ traceback; any other exception is a bug and keeps its traceback.
     dcsim catalog --kind models
     dcsim schema > scenario.schema.json
     dcsim validate --out results/validate
+
+Interrupts: Ctrl-C (SIGINT) or SIGTERM at any point, start-up included, prints one line
+``dcsim: interrupted; nothing written`` and exits 130 (SIGINT) or 143 (SIGTERM); outputs
+are written atomically, so nothing half-written remains (a sweep keeps the points it
+finished, and a rerun resumes them).
 """
 
 from __future__ import annotations
 
-import json
+import os
+import signal
 import sys
-import time
+
+INTERRUPTED = "dcsim: interrupted; nothing written"
+
+
+def _interrupt_hook(kind, value, tb, _previous=sys.excepthook):
+    """A Ctrl-C while the modules below are still importing: one line, exit 130."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.stderr.write(INTERRUPTED + "\n")
+        sys.stderr.flush()
+        os._exit(130)
+    _previous(kind, value, tb)
+
+
+def _startup_signal(signum, frame) -> None:
+    sys.stderr.write(INTERRUPTED + "\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "dcsim":
+    sys.excepthook = _interrupt_hook
+    signal.signal(signal.SIGTERM, _startup_signal)  # main() installs its own handlers
+
+import json  # noqa: E402 - after the start-up interrupt hook
+import time  # noqa: E402
 from contextlib import contextmanager
 from enum import Enum
-from pathlib import Path
-from typing import Iterator, Optional
+from pathlib import Path  # noqa: E402
+from typing import Iterator, Optional  # noqa: E402
 
-import typer
+import typer  # noqa: E402
 
-from sim.errors import UserError
-from sim.scenario import Scenario, load_scenario, parse_scenario
+from sim.errors import UserError  # noqa: E402
+from sim.scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
 
 EXIT_USER_ERROR = 2
 
@@ -105,7 +135,7 @@ def run(
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
-    from sim.results.export import check_replaceable, write_results
+    from sim.results.export import check_replaceable, check_writable, write_results
     from sim.results.progress import progress_bars
     from sim.results.report_text import run_report
     from sim.results.tables import run_scenario
@@ -114,7 +144,10 @@ def run(
         _use_overlay(catalog_overlay)
         scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), trace, seed, duration_s)
         if out is not None:
+            check_writable(out, "--out")
             check_replaceable(out.absolute())
+        if planner is not None:
+            check_writable(planner, "--planner", directory=False)
         started = time.perf_counter()
         if cells is not None:
             results = _run_cells(scenario, cells, dask, workers)
@@ -204,12 +237,18 @@ def sweep(
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
 ) -> None:
     """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
-    from sim.studies.sweep import run_sweep
+    from sim.results.export import check_writable
+    from sim.studies.sweep import check_dask_address, run_sweep
     from sim.studies.sweep_spec import load_sweep
 
     with user_errors():
         _use_overlay(catalog_overlay)
+        if dask is not None:
+            check_dask_address(dask)
         spec = load_sweep(sweep_path)
+        check_writable(out, "--out", replace=False)
+        if planner is not None:
+            check_writable(planner, "--planner", directory=False)
         note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {len(spec.seeds)} seed(s))")
         report = run_sweep(spec, out, workers=workers, dask=dask, headroom=planner is not None and headroom)
         rate = report.ran / report.wall_s * 60 if report.wall_s > 0 and report.ran else 0.0
@@ -254,7 +293,10 @@ def export(
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="find load headroom by re-simulation when DIR lacks it"),
 ) -> None:
     """Write the planner CSV (one row per fleet, or per sweep point × fleet) from DIR."""
+    from sim.results.export import check_writable
+
     with user_errors():
+        check_writable(planner, "--planner", directory=False)
         note(f"wrote {write_dir_planner(directory, planner, headroom)}")
 
 
@@ -274,11 +316,17 @@ def plan(
     from sim.studies.planner import load_plan, run_plan, write_plan
     from sim.studies.planner_report import plan_text
 
+    from sim.results.export import check_writable
+
     with user_errors():
         _use_overlay(catalog_overlay)
         spec = load_plan(plan_path)
         if horizon_weeks is not None:
             spec = spec.model_copy(update={"horizon_weeks": horizon_weeks})
+        if out is not None:
+            check_writable(out, "--out")
+        if planner is not None:
+            check_writable(planner, "--planner", directory=False)
         started = time.perf_counter()
         result = run_plan(spec, log=None if quiet else note)
         note(f"planned in {time.perf_counter() - started:.1f} s wall time ({result.simulations} simulations)", quiet)
@@ -322,7 +370,10 @@ def validate(
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
+    from sim.results.export import check_writable
+
     with user_errors():
+        check_writable(out, "--out", replace=False)
         started = time.perf_counter()
         result = run_validation(data, fit=fit, server=server)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
@@ -360,8 +411,53 @@ def calibrate(
 
 # --- entry point --------------------------------------------------------------------
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised from the signal handler. A BaseException (like
+    KeyboardInterrupt) so no ``except Exception`` swallows it, but not a KeyboardInterrupt,
+    which click would turn into an Abort after printing a blank line."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
-    """Console entry point: run the app and map usage errors to ``dcsim: error:``."""
+    """Console entry point: run the app and map usage errors to ``dcsim: error:`` and
+    interrupts to one line and exit code 128 + signal number (130 for Ctrl-C)."""
+    import threading
+
+    in_main = threading.current_thread() is threading.main_thread()  # signal handlers need the main thread
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+    try:
+        code = _main(argv)
+    except Interrupted as err:
+        _say_interrupted(argv)
+        code = 128 + err.signum
+    except (KeyboardInterrupt, typer.Abort):
+        _say_interrupted(argv)
+        code = 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    sys.exit(code)
+
+
+def _say_interrupted(argv: Optional[list[str]]) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    sweep = next((a for a in args if not a.startswith("-")), "") == "sweep"
+    line = "dcsim: interrupted; nothing half-written (finished sweep points are kept: rerun to resume)" if sweep \
+        else INTERRUPTED
+    try:
+        typer.echo(line, err=True)
+    except Interrupted:  # a second signal while printing
+        pass
+
+
+def _main(argv: Optional[list[str]]) -> int:
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="dcsim", standalone_mode=False)
@@ -369,11 +465,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         ctx = getattr(err, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         typer.echo(error_paragraph(err.format_message() + hint), err=True)
-        sys.exit(err.exit_code)
-    except typer.Abort:
-        typer.echo("dcsim: aborted", err=True)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return err.exit_code
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Defaults that are facts carry their source in the field description.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -17,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sim.errors import ScenarioError
+from sim.loader import LoadedYaml, check_plain_data, dotted, load_yaml
 from traffic.arrivals import ArrivalProcess as Arrival
 from traffic.distributions import (
     AZURE_CONV_OUTPUT_LOGNORMAL,
@@ -24,6 +26,23 @@ from traffic.distributions import (
     Distribution,
 )
 
+MAX_SPAN_S = 30 * 86400
+"""Longest duration, warm-up, drain or SLO bound (30 days, in seconds)."""
+MAX_TOKENS = 10_000_000
+"""Largest token count of any field or trace row."""
+"""Most time-series samples one run takes ((duration_s + drain_s) / sample_interval_s)."""
+MAX_EXPECTED_REQUESTS = 2_000_000
+"""Most requests one run may expect (sum over workloads of peak rate × duration_s)."""
+
+
+def loading_limits() -> dict[str, int]:
+    """The limits the loader and the cross-field checks enforce (shown in `dcsim schema`)."""
+    from sim import loader
+
+    return {"max_file_bytes": loader.MAX_FILE_BYTES, "max_nesting_depth": loader.MAX_DEPTH,
+            "max_values_after_alias_expansion": loader.MAX_NODES, "max_integer": loader.INT64_MAX,
+            "max_expected_requests": MAX_EXPECTED_REQUESTS,
+            "max_tokens": MAX_TOKENS}
 
 
 class _Strict(BaseModel):
@@ -38,9 +57,9 @@ class SLO(_Strict):
     """Service-level objectives of one workload; a request meets its SLO when every set
     bound holds (TTFT and TPOT only apply to token-streaming workloads)."""
 
-    ttft_s: float | None = Field(None, gt=0, description="p-any bound on time to first token, s")
-    tpot_s: float | None = Field(None, gt=0, description="bound on mean time per output token, s")
-    e2e_s: float | None = Field(None, gt=0, description="bound on end-to-end latency, s")
+    ttft_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="p-any bound on time to first token, s")
+    tpot_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="bound on mean time per output token, s")
+    e2e_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="bound on end-to-end latency, s")
     target: float = Field(0.99, gt=0, le=1, description="fraction of requests that must meet it")
 
 
@@ -126,7 +145,7 @@ class BranchingSearchWorkload(_PictureWorkload):
 
     kind: Literal["branching_search"]
     candidates_k: int = Field(4, ge=1, le=1024)
-    shared_steps: int = Field(40, ge=0)
+    shared_steps: int = Field(40, ge=0, le=10_000)
     total_steps: int = Field(50, ge=1, le=10_000)
     verifier: VerifierConfig | None = None
 
@@ -201,18 +220,18 @@ class PoolConfig(_Strict):
     attention_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
         None, description="attention math; default: the KV cache's; refused on a part without that peak")
     max_batch: int = Field(256, ge=1, le=65_536, description="max concurrent sequences/samples")
-    max_prefill_tokens: int = Field(8192, ge=1, description="token budget of one iteration")
+    max_prefill_tokens: int = Field(8192, ge=1, le=MAX_TOKENS, description="token budget of one iteration")
     kv_block_tokens: int = Field(16, ge=1, le=1024)
     kv_watermark: float = Field(0.01, ge=0, lt=1)
     memory_utilization: float = Field(0.9, gt=0, le=1)
-    iteration_overhead_s: float = Field(0.0, ge=0, description="fixed time per iteration")
-    min_kv_tokens: int = Field(2048, ge=0, description="KV one replica must hold beyond weights")
-    price_usd: float | None = Field(None, ge=0, description="override the catalog price per accelerator")
-    nodes_per_rack: int | None = Field(None, ge=1)
+    iteration_overhead_s: float = Field(0.0, ge=0, le=3600, description="fixed time per iteration")
+    min_kv_tokens: int = Field(2048, ge=0, le=MAX_TOKENS, description="KV one replica must hold beyond weights")
+    price_usd: float | None = Field(None, ge=0, le=1e9, description="override the catalog price per accelerator")
+    nodes_per_rack: int | None = Field(None, ge=1, le=1024)
     domain: str | None = Field(
         None, description="scale-up domain label: pools sharing it (same accelerator) hand off over the scale-up link"
     )
-    rack_power_budget_kw: float | None = Field(None, gt=0)
+    rack_power_budget_kw: float | None = Field(None, gt=0, le=10_000)
 
 
 class FleetConfig(_Strict):
@@ -270,9 +289,9 @@ class Economics(_Strict):
     Accelerator and host power follow fleets/data/power.csv (sim/models/power.py).
     """
 
-    electricity_usd_per_kwh: float = Field(0.0892, ge=0, le=10)
+    electricity_usd_per_kwh: float = Field(0.0892, ge=0, le=100)
     pue: float = Field(1.56, ge=1, le=5)
-    facility_capex_usd_per_mw: float = Field(11.7e6, ge=0, le=1e9)
+    facility_capex_usd_per_mw: float = Field(11.7e6, ge=0, le=1e10)
     depreciation_years: float = Field(5.0, gt=0, le=50)
     facility_depreciation_years: float = Field(20.0, gt=0, le=100)
     discount_rate_per_year: float = Field(0.0, ge=0, le=1)
@@ -302,12 +321,15 @@ class Scenario(_Strict):
     requests still unfinished then are reported as in flight (and the run as unstable).
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=lambda schema: schema.update(
+        {"x-dcsim-limits": loading_limits()}))
+
     name: str = "scenario"
     description: str = ""
     seed: int = Field(0, ge=0, lt=2**63)
-    duration_s: float = Field(gt=0, le=30 * 86400)
-    warmup_s: float = Field(0.0, ge=0)
-    drain_s: float = Field(600.0, ge=0)
+    duration_s: float = Field(gt=0, le=MAX_SPAN_S)
+    warmup_s: float = Field(0.0, ge=0, le=MAX_SPAN_S)
+    drain_s: float = Field(600.0, ge=0, le=MAX_SPAN_S, description="at most 30 days; a drain never runs forever")
     sample_interval_s: float | None = Field(
         None, gt=0, description="first time-series sampling period (doubled to keep at most 2048 "
         "instants over the run); default duration_s / 1024"
@@ -328,6 +350,9 @@ class Scenario(_Strict):
         for fleet in self.fleets:
             _check_serves(self, fleet)
         _check_genai_replays(self)
+        _check_sizes(self)
+        for name, wl in self.workloads.items():
+            _check_count_distributions(name, wl)
         return self
 
 
@@ -363,24 +388,28 @@ def fleet_workloads(scenario: Scenario, fleet: FleetConfig) -> list[str]:
 
 def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
     known = sorted(scenario.workloads)
+    at = f"fleets.{scenario.fleets.index(fleet)}"
+    if fleet.workloads is not None and not fleet.workloads:
+        raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists no workloads (workloads: []); list some of {known} "
+                         f"or leave the field out to serve all")
     unknown = [n for n in (fleet.workloads or []) if n not in scenario.workloads]
     if unknown:
-        raise ValueError(f"fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
+        raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
     served: set[str] = set()
-    for pool in fleet.pools:
+    for p, pool in enumerate(fleet.pools):
         main = []
         for entry in pool.serves:
             name, stage = split_serves(entry)
             if name not in scenario.workloads:
                 raise ValueError(
-                    f"fleet '{fleet.name}' pool '{pool.name}' serves unknown workload '{name}'; "
+                    f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves unknown workload '{name}'; "
                     f"workloads are: {known}"
                 )
             if stage is not None:
                 allowed = STAGES.get(scenario.workloads[name].kind, ())
                 if stage not in allowed or stage == "denoise":
                     raise ValueError(
-                        f"fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
+                        f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
                         f"{scenario.workloads[name].kind} workload cannot be placed separately; "
                         f"allowed: {[a for a in allowed if a != 'denoise']}"
                     )
@@ -389,19 +418,85 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                 served.add(name)
         if main and [split_serves(e)[1] for e in pool.serves if split_serves(e)[1]]:
             raise ValueError(
-                f"fleet '{fleet.name}' pool '{pool.name}' mixes whole workloads and separate stages "
+                f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' mixes whole workloads and separate stages "
                 f"({pool.serves}); give stages their own pool"
             )
         models = {scenario.workloads[n].model for n in main}
         kinds = {_engine_family(scenario.workloads[n].kind) for n in main}
         if len(models) > 1 or len(kinds) > 1:
             raise ValueError(
-                f"fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
+                f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
                 f"engines ({sorted(map(str, models))}); a pool serves one model"
             )
     missing = [n for n in fleet_workloads(scenario, fleet) if n not in served]
     if missing:
-        raise ValueError(f"fleet '{fleet.name}' has no pool serving workload(s) {missing}")
+        raise ValueError(f"{at}.pools: fleet '{fleet.name}' has no pool serving workload(s) {missing}")
+
+
+def _check_sizes(scenario: Scenario) -> None:
+    """Refuse runs that would generate more requests than the documented limit, before
+    any memory is allocated for them. (Time-series samples need no limit: the sampler
+    keeps at most 2,048 instants by halving its grid, whatever ``sample_interval_s``.)"""
+    expected = {}
+    for name, wl in scenario.workloads.items():
+        if wl.arrival.kind != "trace":
+            diurnal = getattr(wl.arrival, "diurnal", None)
+            peak = 1.0 + (diurnal.amplitude if diurnal else 0.0)
+            expected[name] = wl.arrival.mean_rate_per_s * peak * scenario.duration_s
+    total = sum(expected.values())
+    if total > MAX_EXPECTED_REQUESTS:
+        worst = max(expected, key=expected.get)
+        raise ValueError(
+            f"workloads.{worst}.arrival: the arrivals would generate about {total:,.0f} requests over "
+            f"duration_s={scenario.duration_s:g} ({worst} alone {expected[worst]:,.0f}); the limit is "
+            f"{MAX_EXPECTED_REQUESTS:,} per run: lower the rates or duration_s, or split the study"
+        )
+
+
+MAX_DIFFUSION_LM_STEPS = 10_000
+
+
+def _support_max(dist) -> float:
+    """Largest value ``dist`` can draw (inf for unbounded supports)."""
+    kind = dist.kind
+    if kind == "constant":
+        return dist.value
+    if kind == "uniform":
+        return dist.high
+    if kind == "lognormal":
+        return math.inf if dist.max is None else dist.max
+    values = getattr(dist, "values", None)
+    return max(values) if values else math.inf
+
+
+def _explicit_values(dist) -> list[float]:
+    if dist.kind == "constant":
+        return [dist.value]
+    return list(getattr(dist, "values", None) or [])
+
+
+def _check_count_distributions(name: str, wl) -> None:
+    """Token counts within [0, MAX_TOKENS] (larger would overflow the engine's int64
+    arithmetic); diffusion-LM steps integers in [1, MAX_DIFFUSION_LM_STEPS] from a
+    bounded distribution (0.3 or 1e12 steps are refused, not rounded)."""
+    for field in ("prompt_tokens", "output_tokens"):
+        dist = getattr(wl, field, None)
+        if isinstance(dist, BaseModel):
+            try:
+                mean = float(dist.mean)
+            except (OverflowError, ValueError):
+                mean = math.inf
+            if not mean <= MAX_TOKENS or max(_explicit_values(dist), default=0) > MAX_TOKENS:
+                raise ValueError(f"workloads.{name}.{field}: token counts must be at most {MAX_TOKENS:,} "
+                                 f"(mean {mean:g}); lower the distribution")
+    steps = getattr(wl, "steps", None)
+    if wl.kind == "diffusion_lm" and isinstance(steps, BaseModel):
+        high = _support_max(steps)
+        bad = [v for v in _explicit_values(steps) if v != int(v) or not 1 <= v <= MAX_DIFFUSION_LM_STEPS]
+        if bad or not high <= MAX_DIFFUSION_LM_STEPS or (steps.kind == "uniform" and steps.low < 1):
+            raise ValueError(f"workloads.{name}.steps: denoising steps must be whole numbers from 1 to "
+                             f"{MAX_DIFFUSION_LM_STEPS:,} drawn from a bounded distribution (constant, choice, "
+                             f"uniform, or lognormal with max); got {steps.model_dump(exclude_defaults=True)}")
 
 
 def _engine_family(kind: str) -> str:
@@ -409,54 +504,147 @@ def _engine_family(kind: str) -> str:
     return {"autoregressive": "ar", "service_time": "service"}.get(kind, "step")
 
 
-def format_validation_error(err: ValidationError, source: str) -> str:
-    """One line per problem: ``source: field.path: message (got value)``."""
+def _yaml_path(loc: tuple, data: Any) -> tuple:
+    """The path of ``loc`` in the input as written: pydantic inserts union tags (the
+    ``kind`` value) and validator names into ``loc``; they are not keys of the input."""
+    path, node = [], data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and node.get("kind") == part or not isinstance(node, (dict, list)):
+            continue
+        elif isinstance(part, str) and ("[" in part or "-" in part):
+            continue  # validator labels such as function-after[...]
+        else:
+            path.append(part)  # a missing required field
+            node = None
+    return tuple(path)
+
+
+def _leading_path(msg: str, data: Any) -> tuple:
+    """``("workloads", "chat", "steps")`` from a message ``"workloads.chat.steps: ..."``
+    whose first word is a dotted path starting at a top-level key of ``data``; else ``()``."""
+    head = msg.split(": ", 1)[0] if ": " in msg else ""
+    if not head or " " in head or not isinstance(data, dict) or head.split(".")[0] not in data:
+        return ()
+    return tuple(int(p) if p.isdigit() else p for p in head.split("."))
+
+
+def format_validation_error(err: ValidationError, source: str, data: Any = None,
+                            loaded: LoadedYaml | None = None) -> str:
+    """One line per problem: ``source[:line]: field.path: message (got value)``."""
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        path = _yaml_path(tuple(e["loc"]), data) if data is not None else tuple(e["loc"])
+        msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
+        if not path:  # a cross-field check: its message starts with the field path when it has one
+            path = _leading_path(msg, data)
+            msg = msg if not path else msg.split(": ", 1)[1]
+        line = loaded.line_of(path) if loaded and path else None
         got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
-        lines.append(f"{source}: {loc}: {e['msg']}{shown}")
+        shown = "" if isinstance(got, (dict, list)) or not e["loc"] else f" (got {got!r})"
+        lines.append(f"{source}{f':{line}' if line else ''}: {dotted(path)}: {msg}{shown}")
     return "\n".join(lines)
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    """Validate a mapping (e.g. parsed YAML) into a :class:`Scenario`.
+def parse_scenario(data: Any, source: str = "<scenario>", loaded: LoadedYaml | None = None) -> Scenario:
+    """Validate a mapping (e.g. parsed YAML) into a :class:`Scenario`, strictly: a number
+    is a number and a bool a bool (``"10"``, ``true`` for a count, ``4.0`` for an integer
+    are refused), every number is finite, and every model and accelerator the scenario
+    names exists in the catalog, of a kind its workload can use.
 
     Raises:
         ScenarioError: naming ``source``, the field path, the bad value and what is allowed.
     """
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a YAML mapping, got {type(data).__name__}")
+    check_plain_data(data, source, loaded)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as err:
-        raise ScenarioError(format_validation_error(err, source)) from None
+        raise ScenarioError(format_validation_error(err, source, data, loaded)) from None
+    check_catalog_refs(scenario, source, loaded)
+    return scenario
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file.
+    """Read and validate a scenario YAML file (strictly, through :mod:`sim.loader`).
 
     Raises:
-        ScenarioError: file missing or unreadable, YAML syntax error (with line), or any
-            validation failure (field path, bad value, allowed values).
+        ScenarioError: file missing, unreadable, special or too large; YAML syntax error,
+            duplicate key or refused tag (with line); any validation failure (field path,
+            bad value, allowed values).
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read scenario file ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise ScenarioError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ScenarioError(f"{path}:{where}: YAML syntax error: {getattr(err, 'problem', err)}") from None
-    return parse_scenario(data, str(path))
+    loaded = load_yaml(path, "scenario")
+    return parse_scenario(loaded.data, str(path), loaded)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:
     """The resolved scenario (defaults filled in) as YAML, saved beside every result."""
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+
+
+# --- catalog references -------------------------------------------------------------
+
+MODEL_KINDS = {
+    "autoregressive": ("autoregressive",),
+    "diffusion_lm": ("diffusion_lm",),
+    "image_diffusion": ("image_diffusion",),
+    "video_diffusion": ("video_diffusion",),
+    "branching_search": ("image_diffusion", "video_diffusion"),
+}
+"""The catalog model kinds each workload kind can run (its denoiser or LLM)."""
+VERIFIER_KINDS = ("verifier",)
+
+
+def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | None = None) -> None:
+    """Every model and accelerator named exists in the catalog with a usable kind; fp4
+    only on parts with an FP4 peak. (Trace rows beyond a model's context are replayed as
+    recorded: see the README, "Trace rules".)
+
+    Raises:
+        ScenarioError: naming ``source``, the field path (line), the value and what is allowed.
+    """
+    from fleets.catalog_io import load_catalog
+
+    catalog = load_catalog()
+
+    def fail(path: tuple, message: str) -> None:
+        line = loaded.line_of(path) if loaded else None
+        raise ScenarioError(f"{source}{f':{line}' if line else ''}: {dotted(path)}: {message}")
+
+    for name, wl in scenario.workloads.items():
+        if wl.kind in MODEL_KINDS:
+            _check_model(catalog, wl.model, MODEL_KINDS[wl.kind], f"workload '{name}' ({wl.kind})",
+                         ("workloads", name, "model"), fail)
+        verifier = getattr(wl, "verifier", None)
+        if verifier is not None:
+            _check_model(catalog, verifier.model, VERIFIER_KINDS, f"workload '{name}' verifier",
+                         ("workloads", name, "verifier", "model"), fail)
+    for f, fleet in enumerate(scenario.fleets):
+        for p, pool in enumerate(fleet.pools):
+            where = ("fleets", f, "pools", p)
+            if pool.accelerator not in catalog.accelerators:
+                close = [k for k in catalog.accelerators if k.lower() == pool.accelerator.lower().strip()]
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                fail(where + ("accelerator",), f"unknown accelerator '{pool.accelerator}'{hint}; allowed: "
+                     f"{', '.join(sorted(catalog.accelerators))}")
+            acc = catalog.accelerators[pool.accelerator]
+            if pool.precision == "fp4" and acc.peak_fp4_flops is None:
+                usable = [pr for pr, peak in (("bf16", acc.peak_bf16_flops), ("fp8", acc.peak_fp8_flops)) if peak]
+                fail(where + ("precision",), f"'{pool.accelerator}' has no FP4 peak in the catalog, so fp4 is "
+                     f"not allowed on it; allowed: {', '.join(usable)}")
+
+
+def _check_model(catalog, key: str, kinds: tuple, who: str, path: tuple, fail) -> None:
+    allowed = sorted(k for k, m in catalog.models.items() if m.kind in kinds)
+    if key not in catalog.models:
+        fail(path, f"unknown model '{key}' for {who}; allowed ({' or '.join(kinds)}): {', '.join(allowed)}")
+    kind = catalog.models[key].kind
+    if kind not in kinds:
+        fail(path, f"model '{key}' is of kind '{kind}'; {who} needs a model of kind {' or '.join(kinds)}: "
+             f"{', '.join(allowed)}")

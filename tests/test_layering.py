@@ -18,7 +18,7 @@ PACKAGES = ("sim", "fleets", "traffic")
 LAYERS = [
     ("errors", {"sim.errors"}),
     ("fleets/traffic", {"fleets", "traffic"}),
-    ("scenario", {"sim.scenario"}),
+    ("scenario", {"sim.scenario", "sim.loader"}),
     ("models", {"sim.models"}),
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),

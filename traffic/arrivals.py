@@ -26,12 +26,20 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from sim.errors import TraceError
+from sim.errors import TraceError, UserError
 from traffic.demand_fit import FittedArrivals
 from traffic.genai_trace import GenaiTraceArrivals
-from traffic.traces import Trace, TraceFormat, load_trace
+from traffic.traces import FilePath, Trace, TraceFormat, load_trace
+
+MAX_RATE_PER_S = 1e9
+"""Largest arrival rate of any process or state (requests/s)."""
+MAX_ARRIVALS = 20_000_000
+"""Most arrivals one process may generate in one call; checked from the expected count
+before any array is allocated (1e9 req/s would otherwise ask numpy for tens of GB)."""
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE_PER_S)]
+Seconds = Annotated[float, Field(gt=0, le=10 * 365 * 86400)]
 
 
 def _check_duration(duration_s: float) -> None:
@@ -39,13 +47,20 @@ def _check_duration(duration_s: float) -> None:
         raise ValueError(f"duration_s(={duration_s}) must be finite and > 0")
 
 
+def _check_count(expected: float, what: str) -> None:
+    """Refuse up front when ``expected`` arrivals exceed :data:`MAX_ARRIVALS`."""
+    if not expected <= MAX_ARRIVALS:
+        raise UserError(f"{what} would generate about {expected:,.0f} arrivals; the limit is "
+                        f"{MAX_ARRIVALS:,} per workload and run: lower the rate or the duration")
+
+
 class Diurnal(BaseModel):
     """Sinusoidal day/night modulation: rate(t) = base·(1 + amplitude·sin(2π(t - phase_s)/period_s))."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     amplitude: float = Field(ge=0, lt=1)
-    period_s: PositiveFloat = 86400.0
-    phase_s: float = 0.0
+    period_s: Seconds = 86400.0
+    phase_s: float = Field(0.0, ge=-10 * 365 * 86400, le=10 * 365 * 86400)
 
     def factor(self, at_s: np.ndarray) -> np.ndarray:
         """Rate multiplier at instants ``at_s`` (seconds); same shape as ``at_s``."""
@@ -63,6 +78,8 @@ class _Synthetic(BaseModel):
             ValueError: duration_s not finite and > 0.
         """
         _check_duration(duration_s)
+        peak = 1.0 + (self.diurnal.amplitude if self.diurnal else 0.0)
+        _check_count(self.mean_rate_per_s * peak * duration_s, f"{self.kind} arrivals")
         if self.diurnal is None:
             return self._base_times(rng, duration_s, 1.0)
         peak = 1.0 + self.diurnal.amplitude
@@ -84,7 +101,7 @@ class PoissonArrivals(_Synthetic):
     """Poisson process: exponential inter-arrivals of mean 1/rate_per_s."""
 
     kind: Literal["poisson"] = "poisson"
-    rate_per_s: PositiveFloat
+    rate_per_s: Rate
 
     def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
         count = rng.poisson(self.rate_per_s * scale * duration_s)
@@ -104,8 +121,8 @@ class GammaArrivals(_Synthetic):
     """
 
     kind: Literal["gamma"] = "gamma"
-    rate_per_s: PositiveFloat
-    cv: PositiveFloat
+    rate_per_s: Rate
+    cv: float = Field(gt=0, le=100, description="coefficient of variation of inter-arrivals, (0, 100]")
 
     def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
         shape = 1.0 / self.cv**2
@@ -137,8 +154,8 @@ class MMPPArrivals(_Synthetic):
     """
 
     kind: Literal["mmpp"] = "mmpp"
-    rates_per_s: list[NonNegativeFloat] = Field(min_length=2)
-    mean_dwell_s: list[PositiveFloat] = Field(min_length=2)
+    rates_per_s: list[Annotated[float, Field(ge=0, le=MAX_RATE_PER_S)]] = Field(min_length=2, max_length=64)
+    mean_dwell_s: list[Annotated[float, Field(ge=1e-3, le=10 * 365 * 86400)]] = Field(min_length=2, max_length=64)
 
     @model_validator(mode="after")
     def _check_states(self) -> MMPPArrivals:
@@ -156,6 +173,7 @@ class MMPPArrivals(_Synthetic):
         dwell = np.asarray(self.mean_dwell_s)
         n_states = dwell.size
         state0 = int(rng.choice(n_states, p=dwell / dwell.sum()))
+        _check_count(n_states * duration_s / dwell.sum(), "mmpp state changes (short mean_dwell_s)")
         chunk = int(n_states * duration_s / dwell.sum()) + 2 * n_states + 8
         states, lengths, total_s = [], [], 0.0
         while total_s < duration_s:
@@ -194,10 +212,10 @@ class TraceArrivals(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["trace"] = "trace"
-    path: Path
+    path: FilePath
     format: TraceFormat
-    rate_scale: PositiveFloat = 1.0
-    start_s: NonNegativeFloat = 0.0
+    rate_scale: float = Field(1.0, gt=0, le=1e6, description="replay speed-up, (0, 1e6]")
+    start_s: float = Field(0.0, ge=0, le=10 * 365 * 86400)
     loop: bool = False
 
     def with_path(self, new_path: str | Path) -> TraceArrivals:
@@ -232,10 +250,12 @@ class TraceArrivals(BaseModel):
         if self.loop:
             period_s = self._period_s(offsets_s)
             copies = int(duration_s * self.rate_scale // period_s) + 1
+            _check_count(copies * offsets_s.size, f"trace {self.path} looped {copies:,} times")
             offsets_s = (offsets_s[None, :] + period_s * np.arange(copies)[:, None]).ravel()
             rows = np.tile(rows, copies)
         times_s = offsets_s / self.rate_scale
         keep = times_s < duration_s
+        _check_count(int(keep.sum()), f"trace {self.path}")
         return times_s[keep], rows[keep]
 
     def arrival_times(self, rng: np.random.Generator | None, duration_s: float) -> np.ndarray:

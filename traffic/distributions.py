@@ -15,14 +15,16 @@ All values are non-negative quantities (tokens, steps, seconds).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, TypeAdapter, model_validator
 from scipy.special import ndtr
 
-from traffic.traces import TraceFormat, load_trace
+from traffic.traces import FilePath, TraceFormat, load_trace
+
+MAX_SAMPLED_TOKENS = 10_000_000
+"""Upper clip of sampled token and step counts (a lognormal tail must not overflow int64)."""
 
 
 class _Dist(BaseModel):
@@ -160,7 +162,7 @@ class TraceRef(BaseModel):
     """A column of a trace file; ``path`` is relative to the current directory unless absolute."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    path: Path
+    path: FilePath
     format: TraceFormat
     field: Literal["prompt_tokens", "output_tokens"]
 
@@ -207,8 +209,9 @@ DISTRIBUTION_ADAPTER: TypeAdapter[Distribution] = TypeAdapter(Distribution)
 
 
 def sample_tokens(dist: Distribution, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Draw ``n`` token counts: values rounded to nearest, at least 1; int64 shape (n,)."""
-    return np.maximum(np.rint(dist.sample(rng, n)), 1).astype(np.int64)
+    """Draw ``n`` token counts: values rounded to nearest, clipped to [1, MAX_SAMPLED_TOKENS]
+    (so no draw overflows int64); int64 shape (n,)."""
+    return np.clip(np.rint(dist.sample(rng, n)), 1, MAX_SAMPLED_TOKENS).astype(np.int64)
 
 
 def fit_lognormal(values: np.ndarray | list[float]) -> tuple[float, float]:

@@ -54,16 +54,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from sim.errors import TraceError
+from traffic.traces import FilePath
+
+
+def _instant(value):
+    """A window bound as written in YAML: an ISO date or date-time string, or the date /
+    date-time YAML itself parses (``from: 2024-11-19``); midnight for a bare date."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO date or date-time such as 2024-11-19 or 2024-11-19T06:00") from None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return datetime(value.year, value.month, value.day)
+    return value
+
+
+TraceInstant = Annotated[datetime, BeforeValidator(_instant)]
 
 GENAI_COLUMNS = (
     "gmt_create", "predict_type", "predict_status", "exec_time_seconds",
@@ -201,14 +218,14 @@ class GenaiTraceArrivals(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
     kind: Literal["trace"] = "trace"
     format: Literal["genai_csv"]
-    path: Path
-    rate_scale: PositiveFloat = 1.0
-    start_s: NonNegativeFloat = 0.0
+    path: FilePath
+    rate_scale: float = Field(1.0, gt=0, le=1e6, description="replay speed-up, (0, 1e6]")
+    start_s: float = Field(0.0, ge=0, le=10 * 365 * 86400)
     loop: bool = False
     jitter: bool = Field(True, description="spread each 1 s timestamp uniformly over its second (seeded)")
     failed: Literal["keep", "drop"] = Field("keep", description="replay FAILED/PENDING/PROCESSING rows or not")
-    from_: datetime | None = Field(None, alias="from", description="first instant replayed (trace clock)")
-    to: datetime | None = Field(None, description="end of the replayed window, exclusive (trace clock)")
+    from_: TraceInstant | None = Field(None, alias="from", description="first instant replayed (trace clock)")
+    to: TraceInstant | None = Field(None, description="end of the replayed window, exclusive (trace clock)")
     img2img_strength: float = Field(0.3, gt=0, le=1, description="diffusers SDXL img2img default")
     inpainting_strength: float = Field(0.9999, gt=0, le=1, description="diffusers SDXL inpaint default")
     cfg_from_negative_prompt: bool = True

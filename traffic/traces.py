@@ -13,8 +13,13 @@ Two formats are understood:
 Decisions (documented here because real data does not force them):
 
 * Rows out of time order are sorted stably by time (the real files are already sorted);
-  the token counts move with their row. NaN, unparsable or negative times are rejected.
-* Token counts must be non-negative integers. Zero is accepted and kept as read (the 2023
+  the token counts move with their row, and errors found later still name the row's own
+  line. NaN, unparsable or negative times are rejected.
+* Azure timestamps are either all naive (local time of the trace, as in the real files)
+  or all carry a UTC offset (``Z`` or ``+01:00``; compared in UTC). A file that mixes the
+  two is refused at the first row that differs, since the gap between them is unknown.
+* Token counts must be integers from 0 to :data:`MAX_TRACE_TOKENS` (larger values would
+  overflow the engine's int64 token arithmetic). Zero is accepted and kept as read (the 2023
   Azure and Mooncake files have none: conv min 2/7, code min 3/6, Mooncake min 891/1, all
   checked 2026-11-21 on the files in shared/data/traces); consumers that need at least one
   token clamp it (see ``traffic.arrivals.TraceArrivals.lengths``).
@@ -33,7 +38,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
+
+from pydantic import BeforeValidator
 
 import numpy as np
 import pandas as pd
@@ -41,11 +48,15 @@ import pandas as pd
 from sim.errors import TraceError
 
 TraceFormat = Literal["azure_csv", "mooncake_jsonl"]
+FilePath = Annotated[Path, BeforeValidator(lambda v: Path(v) if isinstance(v, str) and v else v)]
+"""A path field that takes a YAML string even when the scenario is validated strictly."""
 TRACE_FORMATS: tuple[str, ...] = get_args(TraceFormat)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
-_TOKEN_EXPECTED = "expected a non-negative integer token count"
+MAX_TRACE_TOKENS = 10_000_000
+_TOKEN_EXPECTED = f"expected an integer token count from 0 to {MAX_TRACE_TOKENS:,}"
+_TZ_SUFFIX = r"(?:Z|[+-]\d\d:?\d\d)\s*$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +76,13 @@ class Trace:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     source_path: Path
+    source_line: np.ndarray | None = None
+
+    def describe_row(self, i: int) -> str:
+        """``line N`` of row ``i`` (after sorting) in the file, for error messages."""
+        if self.source_line is None:
+            return f"row {i + 1}"
+        return f"line {int(self.source_line[i])}"
 
     @property
     def rows(self) -> int:
@@ -98,7 +116,10 @@ def load_trace(path: str | Path, format: str) -> Trace:
     """
     if format not in TRACE_FORMATS:
         raise TraceError(f"{path}: trace format {format!r} is not one of {list(TRACE_FORMATS)}")
-    resolved = Path(path).expanduser().resolve()
+    try:
+        resolved = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError) as err:  # a symlink loop
+        raise TraceError(f"{path}: cannot resolve the trace path ({err})") from None
     if not resolved.is_file():
         raise TraceError(
             f"trace file not found: {path} (resolved to {resolved}; relative paths are "
@@ -110,23 +131,26 @@ def load_trace(path: str | Path, format: str) -> Trace:
 @lru_cache(maxsize=16)
 def _load_cached(path: Path, mtime_ns: int, format: str) -> Trace:
     if format == "azure_csv":
-        times_s, prompt, output = _read_azure_csv(path)
+        times_s, prompt, output, lines = _read_azure_csv(path)
     else:
-        times_s, prompt, output = _read_mooncake_jsonl(path)
-    return _build_trace(path, times_s, prompt, output)
+        times_s, prompt, output, lines = _read_mooncake_jsonl(path)
+    return _build_trace(path, times_s, prompt, output, lines)
 
 
-def _build_trace(path: Path, times_s: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> Trace:
+def _build_trace(path: Path, times_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
+                 lines: np.ndarray) -> Trace:
     order = np.argsort(times_s, kind="stable")
     times_s = times_s[order]
-    arrays = (times_s - times_s[0], prompt[order].astype(np.int64), output[order].astype(np.int64))
+    arrays = (times_s - times_s[0], prompt[order].astype(np.int64), output[order].astype(np.int64),
+              lines[order].astype(np.int64))
     for array in arrays:
         array.setflags(write=False)
-    return Trace(*arrays, source_path=path)
+    return Trace(*arrays[:3], source_path=path, source_line=arrays[3])
 
 
-def _error(path: Path, line: int, field: str, value: object, expected: str) -> TraceError:
-    return TraceError(f"{path}: line {line}: field {field!r} has value {value!r}; {expected}")
+def _error(path: Path, line: int, field: str, value: object, expected: str, column: int | None = None) -> TraceError:
+    col = f", column {column}" if column else ""
+    return TraceError(f"{path}: line {line}{col}: field {field!r} has value {value!r}; {expected}")
 
 
 # --- Azure CSV -------------------------------------------------------------------------
@@ -143,12 +167,32 @@ def _read_azure_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     frame = _drop_trailing_blank_rows(frame)
     if frame.empty:
         raise TraceError(f"{path}: line 2: no data rows after the header; expected one request per line")
-    stamps = pd.to_datetime(frame["TIMESTAMP"], format="ISO8601", errors="coerce")
-    _check_column(path, frame["TIMESTAMP"], stamps.isna().to_numpy(), "a timestamp like 2023-11-16 18:15:46.6805900")
+    stamps = _azure_stamps(path, frame)
     times_s = (stamps - stamps.min()).dt.total_seconds().to_numpy(dtype=np.float64)
-    prompt = _azure_tokens(path, frame["ContextTokens"])
-    output = _azure_tokens(path, frame["GeneratedTokens"])
-    return times_s, prompt, output
+    prompt = _azure_tokens(path, frame["ContextTokens"], frame)
+    output = _azure_tokens(path, frame["GeneratedTokens"], frame)
+    return times_s, prompt, output, np.arange(len(frame), dtype=np.int64) + 2
+
+
+def _azure_stamps(path: Path, frame: pd.DataFrame) -> pd.Series:
+    """Timestamps, all naive or all with a UTC offset (see module docstring)."""
+    column = frame["TIMESTAMP"]
+    aware = column.str.contains(_TZ_SUFFIX, regex=True).to_numpy()
+    mixed = aware != aware[0]
+    kinds = ("without a UTC offset", "with a UTC offset")
+    _check_column(path, column, mixed, f"row 1 has a timestamp {kinds[int(aware[0])]} and this one "
+                  f"{kinds[int(not aware[0])]}; use one form for the whole file", frame)
+    try:
+        stamps = pd.to_datetime(column, format="ISO8601", errors="coerce", utc=bool(aware[0]))
+    except (ValueError, OverflowError):
+        stamps = pd.Series([pd.NaT] * len(column))
+        for i, text in enumerate(column):
+            try:
+                stamps.iloc[i] = pd.to_datetime(text, format="ISO8601", utc=bool(aware[0]))
+            except (ValueError, OverflowError):
+                break
+    _check_column(path, column, stamps.isna().to_numpy(), "a timestamp like 2023-11-16 18:15:46.6805900", frame)
+    return stamps
 
 
 def _read_csv_frame(path: Path) -> pd.DataFrame:
@@ -167,37 +211,38 @@ def _drop_trailing_blank_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[: last[-1] + 1] if last.size else frame.iloc[:0]
 
 
-def _azure_tokens(path: Path, column: pd.Series) -> np.ndarray:
+def _azure_tokens(path: Path, column: pd.Series, frame: pd.DataFrame) -> np.ndarray:
     values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
-    _check_column(path, column, bad, _TOKEN_EXPECTED)
+        bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values)) | (values > MAX_TRACE_TOKENS)
+    _check_column(path, column, bad, _TOKEN_EXPECTED, frame)
     return values.astype(np.int64)
 
 
-def _check_column(path: Path, column: pd.Series, bad: np.ndarray, expected: str) -> None:
+def _check_column(path: Path, column: pd.Series, bad: np.ndarray, expected: str, frame: pd.DataFrame) -> None:
     """Raise for the first bad row; data row i (0-based) is on line i + 2 (header is line 1)."""
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise _error(path, i + 2, str(column.name), column.iloc[i], expected)
+        col = list(frame.columns).index(column.name) + 1
+        raise _error(path, i + 2, str(column.name), column.iloc[i], expected, col)
 
 
 # --- Mooncake JSONL --------------------------------------------------------------------
 
 
 def _read_mooncake_jsonl(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rows: list[tuple[float, float, float]] = []
+    rows: list[tuple[float, float, float, int]] = []
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for line_no, text in enumerate(handle, start=1):
             if text.strip():
-                rows.append(_mooncake_row(path, line_no, text))
+                rows.append((*_mooncake_row(path, line_no, text), line_no))
     if not rows:
         raise TraceError(
             f"{path}: line 1: file has no requests; expected one JSON object per line with "
             f"keys {list(MOONCAKE_FIELDS)}"
         )
     table = np.asarray(rows, dtype=np.float64)
-    return table[:, 0] / 1000.0, table[:, 1], table[:, 2]
+    return table[:, 0] / 1000.0, table[:, 1], table[:, 2], table[:, 3]
 
 
 def _mooncake_row(path: Path, line_no: int, text: str) -> tuple[float, float, float]:
@@ -220,6 +265,6 @@ def _json_number(path: Path, line_no: int, obj: dict, field: str, expected: str,
         raise TraceError(f"{path}: line {line_no}: field {field!r} is missing; {expected}")
     value = obj[field]
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    if not ok or (integer and value != math.floor(value)):
+    if not ok or (integer and (value != math.floor(value) or value > MAX_TRACE_TOKENS)):
         raise _error(path, line_no, field, value, expected)
     return float(value)

@@ -107,6 +107,9 @@ def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog | None 
     pools = []
     for i, cfg in enumerate(fleet.pools):
         where = f"fleets[{fleet_index}] '{fleet.name}' pools[{i}] '{cfg.name}'"
+        verifies = [split_serves(e)[0] for e in cfg.serves if split_serves(e)[1] == "verify"]
+        if verifies:
+            where += f" (the verifier pool of workload(s) {', '.join(verifies)})"
         pool = _new_pool(i, cfg, scenario, names, placed)
         if pool.family != "service":
             _place(pool, catalog, shapes, names, where)

@@ -15,10 +15,17 @@ Files (units in column names):
   memory in use and cumulative busy time (``sim.engine.core`` sampler; queue length over
   time).
 - ``scenario.yaml``: the resolved scenario (defaults filled in) that made them.
+
+Files are written 0644 and directories 0755 (results are shared within a group). A run
+killed between the two renames (SIGKILL, power loss) can leave ``.NAME.tmp-*`` or
+``.NAME.old-*`` beside ``NAME``; :func:`remove_leftovers` deletes them and every write
+into ``NAME`` calls it first. A full disk or any other write failure is a
+:class:`~sim.errors.UserError` and leaves the previous result in place.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -34,6 +41,8 @@ from sim.scenario import scenario_to_yaml
 
 FLOAT_FORMAT = "%.10g"
 OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "timeseries.parquet", "scenario.yaml")
+FILE_MODE = 0o644
+DIR_MODE = 0o755
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
@@ -55,6 +64,76 @@ def write_files(results: Results, directory: Path) -> None:
     write_csv(results.fleets, directory / "fleets.csv")
     write_parquet(results.timeseries, directory / "timeseries.parquet")
     (directory / "scenario.yaml").write_text(scenario_to_yaml(results.scenario), encoding="utf-8")
+    for path in directory.iterdir():
+        path.chmod(FILE_MODE)
+    directory.chmod(DIR_MODE)
+
+
+def make_dirs(directory: Path) -> None:
+    """``mkdir -p`` whose new directories are 0755 whatever the umask."""
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        new.chmod(DIR_MODE)
+
+
+def remove_leftovers(target: Path) -> list[Path]:
+    """Delete ``.NAME.tmp-*`` / ``.NAME.old-*`` left beside ``target`` by a killed run;
+    returns what was removed."""
+    parent = target.parent
+    if not parent.is_dir():
+        return []
+    removed = []
+    for pattern in (f".{target.name}.tmp-*", f".{target.name}.old-*"):
+        for path in parent.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def check_writable(target: Path, option: str, directory: bool = True, replace: bool = True) -> None:
+    """Find, before any simulation, what would make writing ``target`` fail: a dangling
+    symlink, a mount point (cannot be replaced by rename), a file where a directory is
+    expected (or the reverse), or a parent that cannot be written (read-only file system,
+    permissions). Probes with a temporary file in the nearest existing parent, removed at once.
+
+    Raises:
+        UserError: naming ``option``, the path and the reason.
+    """
+    target = Path(os.path.abspath(target))
+    if target.is_symlink() and not target.exists():
+        raise UserError(f"{option} {target}: is a symlink to a missing path ({os.readlink(target)}); "
+                        f"remove it or choose another path")
+    if directory and replace and os.path.ismount(target):
+        raise UserError(f"{option} {target}: is a mount point, which cannot be replaced atomically; "
+                        f"write into a directory below it")
+    if target.exists() and directory and not target.is_dir():
+        raise UserError(f"{option} {target}: exists and is not a directory; choose another path")
+    if target.exists() and not directory and target.is_dir():
+        raise UserError(f"{option} {target}: is a directory; give a file path such as {target / 'planner.csv'}")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{option} {target}: {parent} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise UserError(f"{option} {target}: cannot write in {parent} ({err.strerror}); "
+                        f"choose a writable directory") from None
+
+
+def _write_failed(target: Path, err: OSError) -> UserError:
+    reason = "the disk is full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else err.strerror or str(err)
+    return UserError(f"{target}: cannot write ({reason}); nothing was written, any earlier result is unchanged")
 
 
 def check_replaceable(out_dir: Path) -> None:
@@ -85,14 +164,18 @@ def write_results(results: Results, out_dir: str | Path) -> Path:
     """
     out_dir = Path(out_dir).absolute()
     check_replaceable(out_dir)
+    remove_leftovers(out_dir)
     try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     except OSError as err:
         raise UserError(f"--out {out_dir}: cannot create a directory there ({err.strerror})") from None
     try:
         write_files(results, tmp)
         _swap_in(tmp, out_dir)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _write_failed(out_dir, err) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -115,15 +198,20 @@ def _swap_in(new: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_file_atomic(path: str | Path, write) -> Path:
+def write_file_atomic(path: str | Path, write, cleanup: bool = True) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it into
-    place (readers see the old file or the new one, never half of one).
+    place (readers see the old file or the new one, never half of one). The file is made
+    0644; with ``cleanup``, leftovers of a killed earlier write are removed first.
 
     Raises:
         UserError: the directory cannot be created or written."""
     path = Path(path).absolute()
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; give a file path")
+    if cleanup:
+        remove_leftovers(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
         os.close(fd)
     except OSError as err:
@@ -131,7 +219,11 @@ def write_file_atomic(path: str | Path, write) -> Path:
     tmp = Path(name)
     try:
         write(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise _write_failed(path, err) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -7,6 +7,7 @@ from typing import Callable
 
 import pandas as pd
 
+from sim.errors import UserError
 from sim.engine.demand import generate_demand
 from sim.engine.core import FleetRun, simulate
 from sim.engine.pools import build_pools
@@ -58,6 +59,9 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
     check_fleets(scenario)
     demand = generate_demand(scenario)
     total = sum(len(d) for d in demand.values())
+    if total == 0:
+        raise UserError(f"no request arrives in duration_s={scenario.duration_s:g} s (seed {scenario.seed}) for "
+                        f"workloads {list(scenario.workloads)}; raise an arrival rate or duration_s")
     runs = []
     for fleet in scenario.fleets:
         callback = progress(fleet.name, scenario.duration_s + scenario.drain_s, total) if progress else None

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.errors import ScenarioError, UserError
@@ -108,11 +107,10 @@ def load_plan(path: str | Path) -> PlanSpec:
 
     Raises:
         UserError: naming the file, the field path and the bad value."""
+    from sim.loader import load_yaml
+
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise UserError(f"{path}: cannot read plan file ({err})") from None
+    data = load_yaml(path, "plan").data  # strict YAML with limits (issue 11)
     if not isinstance(data, dict):
         raise UserError(f"{path}: a plan file must be a YAML mapping")
     try:

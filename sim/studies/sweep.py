@@ -13,16 +13,23 @@ shared filesystem. Layout of ``--out DIR``::
                                 confidence interval across seeds (Student t)
     failures.csv                point id, fleet, seed, overrides, error (may be empty)
 
-A rerun skips points whose file exists; failed points are tried again.
+A rerun skips points whose file is a complete parquet file (a zero-byte or truncated
+file, e.g. from a full disk, is deleted and the point run again); failed points are tried
+again. Worker processes ignore Ctrl-C (the parent handles it), die with their parent
+(Linux ``PR_SET_PDEATHSIG``) and are terminated when the parent stops early, so a killed
+sweep leaves no worker running. ``--dask`` addresses are checked and connected before the
+output directory is created.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import ctypes
 import json
 import math
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,7 +41,7 @@ from scipy import stats
 from tqdm import tqdm
 
 from sim.errors import UserError
-from sim.results.export import write_csv, write_file_atomic, write_parquet
+from sim.results.export import make_dirs, write_csv, write_file_atomic, write_parquet
 from sim.scenario import scenario_to_yaml
 from sim.studies.sweep_spec import Point, SweepSpec, apply_overrides
 
@@ -118,13 +125,29 @@ class SerialExecutor:
         return iter(futures)
 
 
+def _worker_init() -> None:
+    """In each worker: leave Ctrl-C to the parent, and die when the parent dies."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
+            pass
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+
+
 class ProcessExecutor(SerialExecutor):
     """``concurrent.futures.ProcessPoolExecutor`` (spawned workers, no inherited state)."""
 
     def __init__(self, workers: int) -> None:
-        self.pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=_worker_init)
 
     def __exit__(self, *exc) -> None:
+        if exc[0] is not None:  # stopped early (Ctrl-C, SIGTERM, an error): stop the workers now
+            for process in list(getattr(self.pool, "_processes", {}).values()):
+                process.terminate()
         self.pool.shutdown(wait=exc[0] is None, cancel_futures=True)
 
     def submit(self, fn, arg):
@@ -166,8 +189,31 @@ class DaskExecutor(SerialExecutor):
         return as_completed(futures)
 
 
+DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+
+
+def check_dask_address(address: str) -> None:
+    """``local`` or SCHEME://HOST:PORT with a known scheme and a port 1..65535.
+
+    Raises:
+        UserError: naming the address and the accepted forms."""
+    if address == "local":
+        return
+    from urllib.parse import urlsplit
+
+    expected = f"expected 'local' or SCHEME://HOST:PORT with SCHEME one of {', '.join(DASK_SCHEMES)}"
+    try:
+        parts = urlsplit(address)
+        port = parts.port
+    except ValueError:
+        raise UserError(f"--dask {address!r}: not an address; {expected}") from None
+    if parts.scheme not in DASK_SCHEMES or not parts.hostname or port is None or port == 0:
+        raise UserError(f"--dask {address!r}: not an address; {expected}")
+
+
 def make_executor(dask: str | None, workers: int | None):
     if dask:
+        check_dask_address(dask)
         return DaskExecutor(dask, workers or 2)
     workers = workers or os.cpu_count() or 1
     return SerialExecutor() if workers == 1 else ProcessExecutor(workers)
@@ -194,12 +240,15 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = Non
               headroom: bool = False) -> SweepReport:
     """Run the points of ``spec`` not yet in ``out_dir`` and write the tables."""
     out_dir = Path(out_dir).absolute()
-    _prepare_dir(out_dir, spec)
-    todo = [p for p in spec.points if not point_path(out_dir, p.point_id).exists()]
+    if dask:
+        check_dask_address(dask)
+    todo = [p for p in spec.points if not _point_done(point_path(out_dir, p.point_id))]
     if headroom:  # points finished without headroom are redone
         todo += [p for p in spec.points if p not in todo and _lacks_headroom(out_dir, p)]
     started = time.perf_counter()
-    errors = _run_points(spec, todo, out_dir, workers, dask, headroom)
+    with make_executor(dask, workers) if todo else SerialExecutor() as executor:
+        _prepare_dir(out_dir, spec)
+        errors = _run_points(spec, todo, out_dir, executor, headroom)
     wall = time.perf_counter() - started
     runs = collect_runs(spec, out_dir)
     failures = _failures(spec, errors, runs)
@@ -208,13 +257,34 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, *, workers: int | None = Non
     return SweepReport(out_dir, len(spec.points), len(spec.points) - len(todo), len(todo), failures, wall, table)
 
 
+def _point_done(path: Path) -> bool:
+    """A complete parquet file (PAR1 magic at both ends); a zero-byte or truncated one
+    (full disk, killed mid-write by an older version) is deleted so the point runs again."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(4)
+            handle.seek(max(size - 4, 0))
+            tail = handle.read(4)
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        raise UserError(f"{path}: cannot read this point file ({err.strerror})") from None
+    if size >= 12 and head == tail == b"PAR1":
+        return True
+    path.unlink(missing_ok=True)
+    return False
+
+
 def _prepare_dir(out_dir: Path, spec: SweepSpec) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory")
     try:
-        (out_dir / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir / POINTS_DIR)
     except OSError as err:
         raise UserError(f"--out {out_dir}: cannot create it ({err.strerror})") from None
+    for leftover in (out_dir / POINTS_DIR).glob(".*.tmp-*"):
+        leftover.unlink(missing_ok=True)
     write_file_atomic(out_dir / "sweep.yaml", lambda p: p.write_text(spec.text, encoding="utf-8"))
     write_file_atomic(out_dir / "base-scenario.yaml", lambda p: p.write_text(scenario_to_yaml(spec.base), encoding="utf-8"))
 
@@ -224,20 +294,21 @@ def _lacks_headroom(out_dir: Path, point: Point) -> bool:
     return path.exists() and "headroom_load_multiplier" not in pd.read_parquet(path).columns
 
 
-def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, workers, dask, headroom) -> dict[str, str]:
+def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, headroom) -> dict[str, str]:
     errors: dict[str, str] = {}
     if not todo:
         return errors
     bar = tqdm(total=len(todo), desc="sweep", unit="pt", file=sys.stderr, disable=not sys.stderr.isatty(),
                dynamic_ncols=True, bar_format="{desc}: {n}/{total} done{postfix} [{elapsed}<{remaining}]")
-    with bar, make_executor(dask, workers) as executor:
+    with bar:
         futures = [executor.submit(run_point, PointTask(p, spec.base_data, spec.source, headroom)) for p in todo]
         for future in executor.as_completed(futures):
             outcome: PointOutcome = future.result()
             if outcome.rows is None:
                 errors[outcome.point_id] = outcome.error
             else:
-                write_file_atomic(point_path(out_dir, outcome.point_id), lambda p, r=outcome.rows: write_parquet(r, p))
+                write_file_atomic(point_path(out_dir, outcome.point_id), lambda p, r=outcome.rows: write_parquet(r, p),
+                                  cleanup=False)
             bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
             bar.update(1)
     return errors

@@ -20,6 +20,10 @@ together (e.g. ``warmup_s`` >= ``duration_s``) is a failed point, recorded at ru
 
 A point is (grid values, fleet, seed); its id is a stable hash of those and of the
 resolved base scenario, so a rerun with the same files finds the points already done.
+
+Limits: at most :data:`MAX_POINTS` points (grid values × fleets × seeds, counted before
+any is built) and :data:`MAX_GRID_VALUES` values per grid field; the file itself is read
+through :mod:`sim.loader` (size, nesting, alias expansion and duplicate keys bounded).
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.errors import ScenarioError, UserError
+from sim.loader import load_yaml
 from sim.scenario import Scenario, load_scenario, parse_scenario
 
 SWEEP_KEYS = {"base", "set", "grid", "fleets", "seeds", "name", "description"}
+MAX_POINTS = 100_000
+"""Most points (grid combinations × fleets × seeds) one sweep may have."""
+MAX_GRID_VALUES = 1_000
+"""Most values one grid field may list."""
 
 
 @dataclass(frozen=True)
@@ -134,11 +141,8 @@ def load_sweep(path: str | Path) -> SweepSpec:
         UserError: unreadable file, unknown keys, a missing base, a bad dotted path or a
             value the schema rejects (each message names the file, path and value)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise UserError(f"{path}: cannot read sweep file ({err})") from None
+    loaded = load_yaml(path, "sweep")
+    data, text = loaded.data, loaded.text
     if not isinstance(data, dict) or "grid" not in data and "base" not in data:
         raise UserError(f"{path}: a sweep file is a mapping with 'base' and 'grid' keys")
     unknown = sorted(set(data) - SWEEP_KEYS)
@@ -152,6 +156,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
     spec = SweepSpec(str(path), text, base, base_data, grid,
                      _check_fleets(path, data.get("fleets", "all"), base),
                      _check_seeds(path, data.get("seeds", 1), base.seed))
+    _check_point_count(spec)
     spec.points = expand_points(spec)
     return spec
 
@@ -180,9 +185,17 @@ def _check_grid(path: Path, grid: Any, base_data: dict) -> dict[str, list]:
     if not isinstance(grid, dict):
         raise UserError(f"{path}: 'grid' must map dotted paths to lists of values, got {grid!r}")
     out = {}
-    for key, values in grid.items():
+    size = 1
+    for key, values in grid.items():  # sizes first: a 10^10-point grid is refused before any value is checked
         if not isinstance(values, list) or not values:
             raise UserError(f"{path}: grid field '{key}' needs a non-empty list of values, got {values!r}")
+        if len(values) > MAX_GRID_VALUES:
+            raise UserError(f"{path}: grid field '{key}' lists {len(values):,} values; the limit is {MAX_GRID_VALUES:,}")
+        size *= len(values)
+        if size > MAX_POINTS:
+            raise UserError(f"{path}: grid has at least {size:,} combinations; the limit is {MAX_POINTS:,} points "
+                            f"(grid values × fleets × seeds): sweep fewer values or split the sweep")
+    for key, values in grid.items():
         for value in values:
             try:
                 apply_overrides(base_data, [(str(key), value)], str(path))
@@ -190,6 +203,15 @@ def _check_grid(path: Path, grid: Any, base_data: dict) -> dict[str, list]:
                 raise UserError(f"{path}: grid field '{key}' value {value!r} is invalid:\n{err}") from None
         out[str(key)] = values
     return out
+
+
+def _check_point_count(spec: SweepSpec) -> None:
+    size = len(spec.fleets) * len(spec.seeds)
+    for values in spec.grid.values():
+        size *= len(values)
+    if size > MAX_POINTS:
+        raise UserError(f"{spec.source}: the sweep has {size:,} points (grid values × {len(spec.fleets)} fleet(s) × "
+                        f"{len(spec.seeds)} seed(s)); the limit is {MAX_POINTS:,}: sweep fewer values or split the sweep")
 
 
 def _check_fleets(path: Path, fleets: Any, base: Scenario) -> list[str]:
@@ -207,7 +229,8 @@ def _check_fleets(path: Path, fleets: Any, base: Scenario) -> list[str]:
 def _check_seeds(path: Path, seeds: Any, base_seed: int) -> list[int]:
     if isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= 10_000:
         return [base_seed + i for i in range(seeds)]
-    if isinstance(seeds, list) and seeds and all(isinstance(s, int) and s >= 0 for s in seeds):
+    if (isinstance(seeds, list) and 0 < len(seeds) <= 10_000
+            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 - 10_000 for s in seeds)):
         if len(set(seeds)) != len(seeds):
             raise UserError(f"{path}: 'seeds' has repeated values: {seeds}")
         return list(seeds)

@@ -160,7 +160,7 @@ def test_failed_write_leaves_previous_results_untouched(scenario_file, tmp_path,
 
     monkeypatch.setattr(sim.results.export, "write_csv", failing_write_csv)
     result = invoke("run", scenario_file, "--out", out, "--seed", "2", "-q")
-    assert result.exit_code != 0 and isinstance(result.exception, OSError)  # a bug-class error, not exit 2
+    assert result.exit_code == 2 and "the disk is full" in result.stderr  # issue 11: a clear user error
     assert _snapshot(out) == before
     assert _leftovers(tmp_path, "results") == []
 

@@ -165,7 +165,7 @@ def malformed_trace_row(draw, directory: Path):
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
     data = copy.deepcopy(BASE)
     data["workloads"]["chat"]["arrival"] = {"kind": "trace", "path": str(path), "format": "azure_csv"}
-    return data, f"line {line + 2}: field 'ContextTokens' has value '{bad}'"
+    return data, f"line {line + 2}, column 2: field 'ContextTokens' has value '{bad}'"
 
 
 MUTATIONS = {
