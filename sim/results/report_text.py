@@ -146,6 +146,11 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         unit, scale = _latency_unit(values)
         headers.append(f"{label} p50/p95/p99 ({unit})")
         columns.append([_tails(r, metric, scale) for _, r in g.iterrows()])
+    if kind == "image_diffusion" and "queue_p50_s" in g:  # images may queue behind multi-image requests
+        values = pd.concat([g[f"queue_p{p}_s"] for p in (50, 95, 99)])
+        unit, scale = _latency_unit(values)
+        headers += [f"queue p50/p95/p99 ({unit})", "images/s"]
+        columns += [[_tails(r, "queue", scale) for _, r in g.iterrows()], [human(v) for v in g["images_per_s"]]]
     target = percent(g["slo_target"].iloc[0], decimals=None)
     headers += ["req/s offered / served / goodput", "rejected", f"SLO met (target {target})",
                 "misses TTFT/TPOT/E2E/rejected/unfinished", "$/request"]
