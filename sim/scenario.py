@@ -515,8 +515,8 @@ def _yaml_path(loc: tuple, data: Any) -> tuple:
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             path.append(part)
             node = node[part]
-        elif isinstance(node, dict) and node.get("kind") == part or not isinstance(node, (dict, list)):
-            continue
+        elif isinstance(node, dict) and part in (node.get("kind"), node.get("format")) or not isinstance(node, (dict, list)):
+            continue  # a union tag: the kind of a workload or arrival, the format of a trace
         elif isinstance(part, str) and ("[" in part or "-" in part):
             continue  # validator labels such as function-after[...]
         else:
@@ -540,6 +540,10 @@ def format_validation_error(err: ValidationError, source: str, data: Any = None,
     lines = []
     for e in err.errors():
         path = _yaml_path(tuple(e["loc"]), data) if data is not None else tuple(e["loc"])
+        if e["type"] in ("union_tag_invalid", "union_tag_not_found"):  # name the discriminating field
+            tag = str(e.get("ctx", {}).get("discriminator", "")).strip("'\"")
+            if tag and (not path or path[-1] != tag):
+                path = (*path, tag)
         msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
         if not path:  # a cross-field check: its message starts with the field path when it has one
             path = _leading_path(msg, data)
