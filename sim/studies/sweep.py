@@ -2,7 +2,10 @@
 
 Each point is a pure function of its task (:func:`run_point`): the base scenario with
 the point's overrides, one fleet, one seed; it returns the point's summary rows (one per
-workload) or its error. Only the parent process writes files, so Dask workers need no
+workload) or its error. Points are sent in batches (:func:`batches`: about four tasks
+per worker slot), so small points do not pay a scheduling round trip each and a Dask or
+process-pool run is not slower than a serial one. Only the parent process writes files
+(each point's file as its batch returns), so Dask workers need no
 shared filesystem. Layout of ``--out DIR``::
 
     points/<point-id>.parquet   one finished point (written atomically as it finishes)
@@ -110,6 +113,8 @@ def run_point(task: PointTask) -> PointOutcome:
 class SerialExecutor:
     """Runs each task in this process when submitted (``--workers 1``)."""
 
+    slots = 1  # tasks that can run at once
+
     def __enter__(self):
         return self
 
@@ -141,6 +146,7 @@ class ProcessExecutor(SerialExecutor):
     """``concurrent.futures.ProcessPoolExecutor`` (spawned workers, no inherited state)."""
 
     def __init__(self, workers: int) -> None:
+        self.slots = workers
         self.pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_worker_init)
 
@@ -174,6 +180,7 @@ class DaskExecutor(SerialExecutor):
                 self.client = Client(address, timeout="20s")
             except (OSError, TimeoutError) as err:
                 raise UserError(f"--dask {address}: cannot connect to a Dask scheduler ({err})") from None
+        self.slots = max(1, sum(self.client.nthreads().values()))
 
     def __exit__(self, *exc) -> None:
         self.client.close()
@@ -301,17 +308,46 @@ def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, hea
     bar = tqdm(total=len(todo), desc="sweep", unit="pt", file=sys.stderr, disable=not sys.stderr.isatty(),
                dynamic_ncols=True, bar_format="{desc}: {n}/{total} done{postfix} [{elapsed}<{remaining}]")
     with bar:
-        futures = [executor.submit(run_point, PointTask(p, spec.base_data, spec.source, headroom)) for p in todo]
+        tasks = [PointTask(p, spec.base_data, spec.source, headroom) for p in todo]
+        futures = [executor.submit(run_batch, batch) for batch in batches(tasks, executor.slots)]
         for future in executor.as_completed(futures):
-            outcome: PointOutcome = future.result()
-            if outcome.rows is None:
-                errors[outcome.point_id] = outcome.error
-            else:
-                write_file_atomic(point_path(out_dir, outcome.point_id), lambda p, r=outcome.rows: write_parquet(r, p),
-                                  cleanup=False)
-            bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
-            bar.update(1)
+            for outcome in future.result():
+                if outcome.rows is None:
+                    errors[outcome.point_id] = outcome.error
+                else:
+                    write_file_atomic(point_path(out_dir, outcome.point_id),
+                                      lambda p, r=outcome.rows: write_parquet(r, p), cleanup=False)
+                bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
+                bar.update(1)
     return errors
+
+
+BATCHES_PER_SLOT = 4
+"""Tasks per worker slot when points are batched: enough to balance uneven points, few
+enough that each task's scheduling and transfer cost is spread over several points."""
+
+
+@dataclass(frozen=True)
+class PointBatch:
+    """Consecutive points run by one task (one scheduling round trip for all of them)."""
+
+    tasks: tuple[PointTask, ...]
+
+    @property
+    def dask_key(self) -> str:
+        return f"dcsim-points-{self.tasks[0].point.point_id}-{len(self.tasks)}"
+
+
+def batches(tasks: list[PointTask], slots: int) -> list[PointBatch]:
+    """``tasks`` cut into about ``BATCHES_PER_SLOT × slots`` batches of consecutive points
+    (one point per batch when there are fewer points than that); order is kept."""
+    size = max(1, math.ceil(len(tasks) / (BATCHES_PER_SLOT * max(1, slots))))
+    return [PointBatch(tuple(tasks[i:i + size])) for i in range(0, len(tasks), size)]
+
+
+def run_batch(batch: PointBatch) -> list[PointOutcome]:
+    """Every point of ``batch``, in order (pure: no file I/O)."""
+    return [run_point(task) for task in batch.tasks]
 
 
 def collect_runs(spec: SweepSpec, out_dir: Path) -> pd.DataFrame:
