@@ -250,6 +250,20 @@ class ARReplica(TimerDriven):
             admitted.append(req)
         return admitted
 
+    def _head_fits(self, counter: int) -> bool:
+        """Would :meth:`_admit` at a boundary with iteration counter ``counter`` (no
+        completion or preemption there) admit the first waiting request? The same tests:
+        a batch slot for every branch, and its KV blocks within the free blocks above the
+        watermark (the first admission of a boundary is never held back by the token
+        budget)."""
+        req = self.waiting[0]
+        if self.n_running + req.branches > self.max_batch:
+            return False
+        need = -(-(req.prompt_tokens + req.generated) // self.block) * req.branches
+        if need <= self.cap_blocks - math.floor(self.blocks_used_bounds(counter)[1]) - self.watermark_blocks:
+            return True
+        return need <= self.cap_blocks - self.blocks_used(counter) - self.watermark_blocks
+
     # --- a run of iterations: [one mixed prefill+decode iteration] + n decode-only ------
     def _begin(self, admitted: list[Request]) -> None:
         """Start the iterations until the next boundary: the mixed iteration that prefills
@@ -272,6 +286,12 @@ class ARReplica(TimerDriven):
         else:
             n = self._kv_fit_iterations(remaining, after) if remaining > 0 else 0
             assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
+            # a waiting request that fits at the first boundary inside the stretch is
+            # admitted there; if it does not fit there it fits at no later one (the batch
+            # is fixed and its KV blocks only grow), so that boundary is the only check
+            inner = after if admitted else after + 1
+            if n > inner - after and self.waiting and self._head_fits(inner):
+                n = inner - after
             total = decode_stretch_time_s(line, context0, b, n)
             self._cuttable = True
         # an upper bound on free blocks keeps the cut test conservative (never misses)
