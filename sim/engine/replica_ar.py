@@ -36,6 +36,7 @@ from sim.models.perf import (
     decode_stretch_bytes,
     decode_stretch_cut,
     decode_stretch_flops,
+    decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
 from sim.engine.request import COMPLETED, Request
@@ -334,9 +335,10 @@ class ARReplica(TimerDriven):
         self._cuttable = False
         self._start_timer(max(self._start + t_mixed + total - self.env.now, 0.0))
 
-    def _finish(self) -> None:
-        """Account for the iterations that just ended: the mixed one (first tokens of
-        the admitted requests) and the decode-only run after it, as one busy interval."""
+    def _finish(self, end: float | None = None) -> None:
+        """Account for the iterations that just ended (at ``end``, default now): the mixed
+        one (first tokens of the admitted requests) and the decode-only run after it, as
+        one busy interval."""
         if self._stretch is None:  # the wake-up timer of an idle replica
             return
         self._cuttable = False
@@ -352,7 +354,25 @@ class ARReplica(TimerDriven):
             self.acc += total / b
             flops += decode_stretch_flops(perf, b, context0, n)
             bytes_moved += decode_stretch_bytes(perf, b, context0, n)
-        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, hbm)
+        self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
+
+    def settle(self) -> None:
+        """The run stops now (the drain ran out): account for the iterations of the run in
+        flight that have finished by now, as exact mode would have, so first tokens and
+        busy time do not depend on the mode. The iteration in progress is not counted."""
+        if self._stretch is None or self._timer is None:
+            return
+        b, context0, n, _, line, _, t_mixed = self._stretch
+        elapsed = self.env.now - self._start - t_mixed
+        if elapsed < 0:  # inside the mixed iteration: nothing has finished
+            self._stretch = None
+            self._timer = None
+            return
+        k = decode_stretch_iterations_done(line, context0, b, n, elapsed) if n else 0
+        total = decode_stretch_time_s(line, context0, b, k)
+        self._stretch[2], self._stretch[3] = k, total
+        self._timer = None
+        self._finish(self._start + t_mixed + total)
 
     def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed

@@ -190,7 +190,7 @@ class StepReplica(TimerDriven):
         self._cuttable = False
         self._start_timer(max(self._start + self._steps * t - self.env.now, 0.0))
 
-    def _finish(self) -> None:
+    def _finish(self, end: float | None = None) -> None:
         if not self._steps:  # the wake-up timer of an idle replica
             return
         n, t, perf = self._steps, self._step_s, self.perf
@@ -200,7 +200,22 @@ class StepReplica(TimerDriven):
         self.acc += n * t / self.width
         flops = n * self.flops
         bytes_moved = n * (perf.weight_bytes_read(self.tokens) + self.bytes)
-        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, self.pool.resident_bytes + self.reserved)
+        end = self.env.now if end is None else end
+        self.run.account(self.pool.stats, self._start, end, flops, bytes_moved, self.pool.resident_bytes + self.reserved)
+
+    def settle(self) -> None:
+        """The run stops now (the drain ran out): account for the steps of the run in
+        flight that have finished by now, as exact mode would have (the step in progress
+        is not counted; no phase ends inside a run, so no request changes)."""
+        if not self._steps or self._timer is None:
+            return
+        t, elapsed = self._step_s, self.env.now - self._start
+        done = min(int(elapsed / t), self._steps)
+        while done > 0 and done * t > elapsed:
+            done -= 1
+        self._steps = done
+        self._timer = None
+        self._finish(self._start + done * t)
 
 
 def _next(req: Request, i: int) -> int:
