@@ -10,9 +10,22 @@ prompts and decodes one token for every running sequence, or a decode-only itera
 Cost grows with requests, not tokens (``fast`` mode): while the batch does not change, a
 run of decode iterations is one SimPy timeout whose length is computed in closed form
 (:func:`sim.models.perf.decode_stretch_time_s`, including the KV reads that grow every
-iteration). The stretch ends at the first completion or at the first iteration the KV
-cache cannot hold; an arrival that could be admitted cuts it at the next iteration
-boundary. ``exact`` mode runs one timeout per iteration; both give the same results.
+iteration). The run ends exactly where the per-iteration loop would change the batch:
+
+- the first completion (the earliest finishing sequence);
+- the first iteration the KV cache cannot hold (a preemption);
+- the first boundary where the head of the waiting queue would be admitted (a batch slot
+  for each of its branches, its KV blocks within the free blocks above the watermark;
+  the first admission of a boundary never waits for the token budget). With the batch
+  fixed, used KV blocks only grow, so a head that does not fit at the run's first inner
+  boundary fits at none after it and the run continues; one that fits ends the run there;
+- an arrival that becomes the head and could fit cuts the run at the next boundary.
+
+Prefill is not chunked: a prompt is prefilled whole in one mixed iteration, so there is no
+chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
+counts the iterations finished by then. ``exact`` mode runs one timeout per iteration; the
+two modes give every request the same timestamps (to float rounding, checked to 1e-9
+relative by the differential test ``tests/sim/engine/test_fast_exact_differential.py``).
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I

@@ -6,10 +6,16 @@ placed on this pool, see :mod:`sim.engine.shapes`); a phase is ``steps`` forward
 samples. Every batch step advances every member by one step, so members at different
 steps of different requests share one forward (step-level batching).
 
-The batch only changes when a member finishes a phase, so with the batch fixed every
-step costs the same and a run of n steps is one SimPy timeout of n·t (``fast`` mode);
-an arrival that fits cuts it at the next step boundary. ``exact`` mode runs one timeout
-per step.
+The batch only changes at a step boundary where a member finishes a phase (it moves to
+its next phase, waits blocked for memory, or leaves), a blocked member fits again, or a
+waiting request is admitted. Blocked members and admissions only become possible when a
+phase ends (the batch width and reserved memory are fixed in between, and admission is
+first come first served behind any blocked member), so with the batch fixed every step
+costs the same and the steps up to the first phase end are one SimPy timeout of n·t
+(``fast`` mode); an arrival that becomes the head of the queue and fits cuts it at the next
+step boundary. When the drain runs out mid-run, :meth:`StepReplica.settle` counts the
+steps finished by then. ``exact`` mode runs one timeout per step; both modes give every
+request the same timestamps (checked by ``tests/sim/engine/test_fast_exact_differential.py``).
 
 Memory: a member holds its base reservation (a diffusion LM's KV cache) for the whole
 leg, plus ``width × act_bytes`` of its current phase. When the next phase needs more
