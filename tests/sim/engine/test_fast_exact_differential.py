@@ -16,7 +16,8 @@ branching search with a fallible verifier on its own pool, service time); drains
 enough to leave requests in flight.
 
 Examples: ``DCSIM_DIFF_EXAMPLES=N`` sets the number per test (a long local run);
-otherwise the four slow tests run 150, 150, 150 and 120 (570 in all) and the unmarked smoke tests 12 each.
+otherwise the four slow tests run 150, 150, 150 and 120 (570 in all) and the unmarked
+smoke test 12.
 With ``CI`` set, hypothesis is derandomized so a failure reproduces. Every shrunk
 counterexample is kept in ``test_fast_exact_regressions.py``.
 """
