@@ -47,13 +47,12 @@ from itertools import count
 
 from sim.models.perf import (
     decode_stretch_bytes,
-    decode_stretch_cut,
     decode_stretch_flops,
     decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
 from sim.engine.request import COMPLETED, Request
-from sim.engine.timer import TimerDriven
+from sim.engine.timer import TimerDriven, replica_priority
 
 
 class ARReplica(TimerDriven):
@@ -96,10 +95,19 @@ class ARReplica(TimerDriven):
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
+        self._priority = replica_priority(pool.index, index)
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
-        self._stretch: list | None = None
+        self._inflight: tuple[int, int, float] | None = None  # (j0, decode iterations, t_mixed)
+        self._free_bound = 0
+        # the decode segment (batch fixed since the anchor)
+        self._anchor = 0.0
+        self._seg_iters = 0
+        self._seg_context0 = 0
+        self._seg_line = None
+        self._seg_b = 0
+        self._seg_version = -1
 
     # --- queries used by routers ---------------------------------------------------
     @property
@@ -187,10 +195,10 @@ class ARReplica(TimerDriven):
         self.waiting.append(req)
         if not self._busy:
             self._busy = True
-            self._start_timer(0.0)  # same-instant arrivals join one admission
+            self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
             need = -(-req.prompt_tokens // self.block) * req.branches
-            if need <= self._stretch[5] - self.watermark_blocks:
+            if need <= self._free_bound - self.watermark_blocks:
                 self._cut()
 
     # --- iteration boundaries ------------------------------------------------------
@@ -279,11 +287,15 @@ class ARReplica(TimerDriven):
         return need <= self.cap_blocks - self.blocks_used(counter) - self.watermark_blocks
 
     # --- a run of iterations: [one mixed prefill+decode iteration] + n decode-only ------
+    # Decode iterations are timed from the segment's anchor: while the batch does not
+    # change, iteration j of the segment ends at ``anchor + decode_stretch_time_s(j)``,
+    # whether it is reached in one run (fast) or one iteration at a time (exact), so the
+    # two modes compute bit-identical instants and break ties alike.
     def _begin(self, admitted: list[Request]) -> None:
         """Start the iterations until the next boundary: the mixed iteration that prefills
         ``admitted`` (if any), then, in fast mode, decode iterations up to the first
-        completion or KV exhaustion, as one timeout."""
-        perf, heap = self.perf, self.heap
+        completion, KV exhaustion or admissible waiting request, as one timer."""
+        perf, heap, now = self.perf, self.heap, self.env.now
         t_mixed = 0.0
         if admitted:
             t_mixed = self._mixed_cost(admitted)
@@ -291,12 +303,17 @@ class ARReplica(TimerDriven):
         while heap[0][1] != heap[0][2].run_seq:
             heapq.heappop(heap)
         b = self.n_running
-        context0 = self.sum_offsets + b * after
-        line = perf.decode_line(b)
+        if admitted or self._seg_version != self._version:  # the batch changed: new segment
+            self._anchor = now + t_mixed
+            self._seg_iters = after
+            self._seg_context0 = self.sum_offsets + b * after
+            self._seg_line = perf.decode_line(b)
+            self._seg_b = b
+            self._seg_version = self._version
+        j0 = after - self._seg_iters
         remaining = heap[0][0] - after
         if self.run.exact:
             n = 0 if admitted else 1
-            total = perf.decode_time_s(b, context0) if n else 0.0
         else:
             n = self._kv_fit_iterations(remaining, after) if remaining > 0 else 0
             assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
@@ -306,14 +323,18 @@ class ARReplica(TimerDriven):
             inner = after if admitted else after + 1
             if n > inner - after and self.waiting and self._head_fits(inner):
                 n = inner - after
-            total = decode_stretch_time_s(line, context0, b, n)
             self._cuttable = True
         # an upper bound on free blocks keeps the cut test conservative (never misses)
-        free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
-        self._start = self.env.now
+        self._free_bound = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+        self._start = now
         self._admitted = admitted
-        self._stretch = [b, context0, n, total, line, free, t_mixed]
-        self._start_timer(t_mixed + total)
+        self._inflight = (j0, n, t_mixed)
+        self._start_timer_at(self._boundary_at(j0 + n))
+
+    def _boundary_at(self, j: int) -> float:
+        """Instant of the boundary after decode iteration ``j`` of the segment (j = 0: its
+        start, the end of the mixed iteration if there was one)."""
+        return self._anchor + decode_stretch_time_s(self._seg_line, self._seg_context0, self._seg_b, j)
 
     def _mixed_cost(self, admitted: list[Request]) -> float:
         """One iteration prefilling ``admitted`` (once per request; best-of-k branches then
@@ -337,55 +358,64 @@ class ARReplica(TimerDriven):
         return t
 
     def _cut(self) -> None:
-        """End the running iterations at the iteration boundary after now."""
-        b, context0, n, _, line, _, t_mixed = self._stretch
-        elapsed = self.env.now - self._start - t_mixed
-        if elapsed < 0:  # still in the mixed iteration: stop right after it
-            n, total = 0, 0.0
-        else:
-            n, total = decode_stretch_cut(line, context0, b, n, elapsed)
-        self._stretch[2], self._stretch[3] = n, total
+        """End the running iterations at the first boundary at or after now."""
+        j0, n, t_mixed = self._inflight
+        first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
+        now = self.env.now
+        elapsed = now - self._anchor
+        j = first
+        if elapsed > 0:
+            line, context0, b = self._seg_line, self._seg_context0, self._seg_b
+            j = max(first, decode_stretch_iterations_done(line, context0, b, j0 + n, elapsed))
+        while j > first and self._boundary_at(j - 1) >= now:
+            j -= 1
+        while j < j0 + n and self._boundary_at(j) < now:
+            j += 1
+        self._inflight = (j0, j - j0, t_mixed)
         self._cuttable = False
-        self._start_timer(max(self._start + t_mixed + total - self.env.now, 0.0))
+        self._start_timer_at(self._boundary_at(j))
 
     def _finish(self, end: float | None = None) -> None:
         """Account for the iterations that just ended (at ``end``, default now): the mixed
         one (first tokens of the admitted requests) and the decode-only run after it, as
         one busy interval."""
-        if self._stretch is None:  # the wake-up timer of an idle replica
+        if self._inflight is None:  # the wake-up timer of an idle replica
             return
         self._cuttable = False
         perf = self.perf
-        b, context0, n, total, _, _, t_mixed = self._stretch
-        self._stretch = None
+        j0, n, t_mixed = self._inflight
+        self._inflight = None
         flops = bytes_moved = hbm = 0.0
         if self._admitted:
-            flops, bytes_moved, hbm = self._finish_mixed(self._start + t_mixed)
+            flops, bytes_moved, hbm = self._finish_mixed(self._anchor)
         if n:
+            b = self._seg_b
+            context = self._seg_context0 + b * j0
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
-            self.acc += total / b
-            flops += decode_stretch_flops(perf, b, context0, n)
-            bytes_moved += decode_stretch_bytes(perf, b, context0, n)
+            self.acc += (self._boundary_at(j0 + n) - self._boundary_at(j0)) / b
+            flops += decode_stretch_flops(perf, b, context, n)
+            bytes_moved += decode_stretch_bytes(perf, b, context, n)
         self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
 
     def settle(self) -> None:
         """The run stops now (the drain ran out): account for the iterations of the run in
-        flight that have finished by now, as exact mode would have, so first tokens and
-        busy time do not depend on the mode. The iteration in progress is not counted."""
-        if self._stretch is None or self._timer is None:
+        flight whose boundaries came before now, as exact mode would have processed them,
+        so first tokens and busy time do not depend on the mode."""
+        if self._inflight is None or self._timer is None:
             return
-        b, context0, n, _, line, _, t_mixed = self._stretch
-        elapsed = self.env.now - self._start - t_mixed
-        if elapsed < 0:  # inside the mixed iteration: nothing has finished
-            self._stretch = None
+        j0, n, t_mixed = self._inflight
+        now = self.env.now
+        if self._admitted and self._anchor >= now:  # inside the mixed iteration
+            self._inflight = None
             self._timer = None
             return
-        k = decode_stretch_iterations_done(line, context0, b, n, elapsed) if n else 0
-        total = decode_stretch_time_s(line, context0, b, k)
-        self._stretch[2], self._stretch[3] = k, total
+        j = j0
+        while j < j0 + n and self._boundary_at(j + 1) < now:
+            j += 1
+        self._inflight = (j0, j - j0, t_mixed)
         self._timer = None
-        self._finish(self._start + t_mixed + total)
+        self._finish(self._boundary_at(j))
 
     def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed

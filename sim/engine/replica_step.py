@@ -33,7 +33,7 @@ from itertools import count
 
 from sim.engine.request import Request
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, STAGE, STEPS, TOKENS, VERIFY, WIDTH
-from sim.engine.timer import TimerDriven
+from sim.engine.timer import TimerDriven, replica_priority
 
 
 class StepReplica(TimerDriven):
@@ -64,9 +64,15 @@ class StepReplica(TimerDriven):
         self._timer = None
         self._busy = False
         self._cuttable = False
+        self._priority = replica_priority(pool.index, index)
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
+        self._j0 = 0
+        self._version = 0  # bumped whenever a member enters or leaves a phase
+        self._seg_version = -1
+        self._anchor = 0.0
+        self._seg_steps = 0
 
     @property
     def queued(self) -> int:
@@ -91,12 +97,13 @@ class StepReplica(TimerDriven):
         self.waiting.append(req)
         if not self._busy:
             self._busy = True
-            self._start_timer(0.0)
+            self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self._admissible(req):
             self._cut()
 
     # --- membership ----------------------------------------------------------------
     def _enter_phase(self, req: Request) -> None:
+        self._version += 1
         ph = req.phases[req.phase]
         w = ph[WIDTH]
         self.width += w
@@ -110,6 +117,7 @@ class StepReplica(TimerDriven):
         heapq.heappush(self.heap, (self.steps_done + ph[STEPS], seq, req))
 
     def _leave_phase(self, req: Request) -> None:
+        self._version += 1
         ph = req.phases[req.phase]
         w = ph[WIDTH]
         self.width -= w
@@ -173,6 +181,8 @@ class StepReplica(TimerDriven):
             self._enter_phase(req)
 
     # --- steps ---------------------------------------------------------------------
+    # While the batch does not change every step costs the same t, and step j of the
+    # segment ends at ``anchor + j·t`` in both modes (bit-identical instants).
     def _boundary(self) -> None:
         self._advance_phases()
         self._unblock()
@@ -180,21 +190,30 @@ class StepReplica(TimerDriven):
         if not self.width:
             self._busy = False
             return
-        perf = self.perf
-        self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+        now = self.env.now
+        if self._seg_version != self._version:  # the batch changed: new segment
+            perf = self.perf
+            self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+            self._anchor = now
+            self._seg_steps = self.steps_done
+            self._seg_version = self._version
+        self._j0 = self.steps_done - self._seg_steps
         self._steps = 1 if self.run.exact else self.heap[0][0] - self.steps_done
-        self._start = self.env.now
+        self._start = now
         self._cuttable = not self.run.exact
-        self._start_timer(self._steps * self._step_s)
+        self._start_timer_at(self._anchor + (self._j0 + self._steps) * self._step_s)
 
     def _cut(self) -> None:
-        t, elapsed = self._step_s, self.env.now - self._start
-        done = min(int(elapsed / t), self._steps - 1)
-        while done > 0 and done * t > elapsed:
-            done -= 1
-        self._steps = done + 1
+        """End the running steps at the first step boundary at or after now."""
+        t, j0, now = self._step_s, self._j0, self.env.now
+        j = min(max(int((now - self._anchor) / t), j0 + 1), j0 + self._steps)
+        while j > j0 + 1 and self._anchor + (j - 1) * t >= now:
+            j -= 1
+        while j < j0 + self._steps and self._anchor + j * t < now:
+            j += 1
+        self._steps = j - j0
         self._cuttable = False
-        self._start_timer(max(self._start + self._steps * t - self.env.now, 0.0))
+        self._start_timer_at(self._anchor + j * t)
 
     def _finish(self, end: float | None = None) -> None:
         if not self._steps:  # the wake-up timer of an idle replica
@@ -211,17 +230,17 @@ class StepReplica(TimerDriven):
 
     def settle(self) -> None:
         """The run stops now (the drain ran out): account for the steps of the run in
-        flight that have finished by now, as exact mode would have (the step in progress
-        is not counted; no phase ends inside a run, so no request changes)."""
+        flight whose boundaries came before now, as exact mode would have processed them
+        (no phase ends inside a run, so no request changes)."""
         if not self._steps or self._timer is None:
             return
-        t, elapsed = self._step_s, self.env.now - self._start
-        done = min(int(elapsed / t), self._steps)
-        while done > 0 and done * t > elapsed:
-            done -= 1
-        self._steps = done
+        t, j0, now = self._step_s, self._j0, self.env.now
+        j = j0
+        while j < j0 + self._steps and self._anchor + (j + 1) * t < now:
+            j += 1
+        self._steps = j - j0
         self._timer = None
-        self._finish(self._start + done * t)
+        self._finish(self._anchor + j * t)
 
 
 def _next(req: Request, i: int) -> int:
