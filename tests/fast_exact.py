@@ -11,6 +11,7 @@ to 1e-9 relative is only good to that.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import yaml
@@ -46,7 +47,7 @@ def assert_modes_agree(data: dict):
     scenario as YAML so a counterexample can be kept as a regression test."""
     fast, exact = run_modes(data)
     a, b = fast.requests, exact.requests
-    where = "\n--- scenario ---\n" + yaml.safe_dump(data, sort_keys=False)
+    where = "\n--- scenario ---\n" + yaml.safe_dump(data, sort_keys=False) + _traces(data)
     assert len(a) == len(b), f"request count {len(a)} fast vs {len(b)} exact{where}"
     for col in EQUAL_COLUMNS:
         x, y = a[col].astype(object).to_numpy(), b[col].astype(object).to_numpy()
@@ -74,3 +75,14 @@ def assert_modes_agree(data: dict):
                 f"fast {x[ok][bad[:5]].tolist()} vs exact {y[ok][bad[:5]].tolist()}{where}"
             )
     return fast, exact
+
+
+def _traces(data: dict) -> str:
+    """The trace files a scenario replays, for the failure message (they live in a
+    temporary directory)."""
+    out = ""
+    for name, wl in data.get("workloads", {}).items():
+        arrival = wl.get("arrival", {})
+        if arrival.get("kind") == "trace":
+            out += f"--- {name}: {arrival['path']} ---\n" + Path(arrival["path"]).read_text()
+    return out

@@ -172,3 +172,85 @@ def test_drain_stop_inside_a_single_sequence_stretch():
     fast, exact = assert_modes_agree(data)
     req = exact.requests
     assert ((req["status"] == "in_flight") & req["first_token_at_s"].notna()).any()
+
+
+def simultaneous_trace(tmp_path, rows: int):
+    """An Azure-format trace of ``rows`` requests all at the same instant."""
+    path = tmp_path / "same_instant.csv"
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"] + ["2023-11-16 18:00:00.0000000,100,10"] * rows
+    path.write_text("\n".join(lines) + "\n")
+    return {"kind": "trace", "path": str(path), "format": "azure_csv"}
+
+
+def test_tie_between_two_replicas_freeing_a_slot_at_the_same_instant(tmp_path):
+    """Shrunk counterexample (long local run): 5 requests arrive together (a trace with
+    one timestamp) at a central queue over 2 identical MI300X replicas with max_batch 1;
+    outputs of 1 or 2 tokens make both replicas finish a request at the same instant,
+    and the queued fifth request went to replica 0 in fast mode and replica 1 in exact
+    mode: simultaneous timers fired in creation order, which differs between the modes.
+    Caught the tie-break; now boundaries carry a replica priority and are scheduled at
+    bit-identical absolute instants."""
+    data = ar_scenario(
+        {"w0": {"kind": "autoregressive", "model": "llama-3-8b", "arrival": simultaneous_trace(tmp_path, 5),
+                "prompt_tokens": {"kind": "constant", "value": 195},
+                "output_tokens": {"kind": "choice", "values": [2, 1]}}},
+        {"name": "p0", "accelerator": "mi300x", "serves": ["w0"], "replicas": 2, "max_batch": 1,
+         "max_prefill_tokens": 64, "kv_block_tokens": 1, "kv_watermark": 0.0, "min_kv_tokens": 0},
+        duration_s=0.0005,
+    )
+    data["fleets"][0]["router"] = "central_queue"
+    fast, exact = assert_modes_agree(data)
+    done = exact.requests.groupby("replica")["done_at_s"].apply(list)
+    shared = set(done[0]) & set(done[1])
+    assert shared, "the scenario must contain a simultaneous completion on both replicas"
+    # at the tie the lower replica index acts first and takes the oldest queued request
+    tie = min(shared)
+    fifth = exact.requests.set_index("request_id").loc[4]
+    assert fifth["admitted_at_s"] == tie and fifth["replica"] == 0
+
+
+def test_equal_requests_on_identical_replicas_tie_everywhere(tmp_path):
+    """Generalises the tie above: 40 requests at one instant on 4 identical replicas,
+    outputs of 5, 9 or 13 tokens, behind each router and at max_batch 1, 2 and 4; many
+    boundaries of different replicas coincide. Before the fix the central queue at
+    max_batch 1 sent five requests to other replicas in fast mode."""
+    for router in ("round_robin", "least_outstanding", "join_shortest_queue", "central_queue"):
+        for max_batch in (1, 2, 4):
+            data = ar_scenario(
+                {"w0": {"kind": "autoregressive", "model": "llama-3-8b", "arrival": simultaneous_trace(tmp_path, 40),
+                        "prompt_tokens": {"kind": "constant", "value": 300},
+                        "output_tokens": {"kind": "choice", "values": [5, 9, 13]}}},
+                {"name": "p0", "accelerator": "h100-sxm", "serves": ["w0"], "replicas": 4, "max_batch": max_batch,
+                 "max_prefill_tokens": 512},
+                duration_s=0.001,
+            )
+            data["fleets"][0]["router"] = router
+            assert_modes_agree(data)
+
+
+def test_split_pipeline_stages_tie_at_the_verifier_pool():
+    """Shrunk counterexample (long local run): branching search (SDXL, k = 2, verifier
+    after step 0) with encode, safety and verify stages on pools of their own, a squeezed
+    denoiser pool and a burst of arrivals. Equal-cost requests reach step boundaries on
+    different replicas at the same instant; fast and exact mode fired those timers in
+    different (creation) orders and requests 9 and 10 swapped completion times. Caught
+    the same tie-break on step-batched replicas and hand-offs."""
+    stage = {"accelerator": "h100-sxm", "replicas": 1, "max_batch": 2, "domain": "nvl"}
+    data = {
+        "name": "regression", "seed": 0, "duration_s": 0.0005, "warmup_s": 0.0, "drain_s": 3000.0,
+        "sample_interval_s": 3001.0,
+        "workloads": {"w0": {
+            "kind": "branching_search", "arrival": {"kind": "poisson", "rate_per_s": 22000.0}, "pipeline": True,
+            "model": "sdxl", "candidates_k": 2, "shared_steps": 0, "total_steps": 2,
+            "verifier": {"model": "verifier", "fail_probability": 0.0, "backtrack_steps": 1, "retry_budget": 0,
+                         "checkpoints": [0]},
+        }},
+        "fleets": [{"name": "f", "router": "round_robin", "pools": [
+            {"name": "p0", "serves": ["w0"], **stage, "memory_utilization": 0.08984375},
+            {"name": "p0encode", "serves": ["w0:encode"], **stage},
+            {"name": "p0safety", "serves": ["w0:safety"], **stage},
+            {"name": "p0verify", "serves": ["w0:verify"], **stage, "replicas": 2, "max_batch": 4},
+        ]}],
+    }
+    fast, exact = assert_modes_agree(data)
+    assert exact.requests["handoffs"].min() >= 3
