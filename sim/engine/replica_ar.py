@@ -23,19 +23,23 @@ iteration). The run ends exactly where the per-iteration loop would change the b
 
 Prefill is not chunked: a prompt is prefilled whole in one mixed iteration, so there is no
 chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
-counts the iterations finished by then. ``exact`` mode runs one timeout per iteration; the
-two modes give every request the same timestamps (to float rounding, checked to 1e-9
-relative by the differential test ``tests/sim/engine/test_fast_exact_differential.py``).
+counts the iterations finished by then. ``exact`` mode runs one timer per iteration.
+Both modes time iteration j after the last batch change (the segment's anchor) as
+``anchor + decode_stretch_time_s(j)`` and schedule it at that absolute instant with the
+replica's priority (:mod:`sim.engine.timer`), so they compute the same instants and break
+simultaneous events the same way: every request gets the same timestamps (checked to
+1e-9 relative by ``tests/sim/engine/test_fast_exact_differential.py``; the closed form is
+checked against a per-iteration sum in ``tests/sim/models/test_decode_stretch.py``).
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
 (``a_i`` fixed while it runs) and Σ⌈(a_i+I)/B⌉ follows from Σa_i and a histogram of
 ``a_i mod B``.
 
-The replica is a small state machine driven by SimPy timeouts (``Event.callbacks``), not
-a generator process: cutting a stretch schedules a new timeout for the earlier boundary
-and the superseded one fires later and is ignored, so a cut costs one event and no
-generator ``throw``.
+The replica is a small state machine driven by SimPy events (``Event.callbacks``), not a
+generator process: cutting a stretch schedules a new timer for the earlier boundary and
+the superseded one fires later and is ignored, so a cut costs one event and no generator
+``throw``.
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ first come first served behind any blocked member), so with the batch fixed ever
 costs the same and the steps up to the first phase end are one SimPy timeout of n·t
 (``fast`` mode); an arrival that becomes the head of the queue and fits cuts it at the next
 step boundary. When the drain runs out mid-run, :meth:`StepReplica.settle` counts the
-steps finished by then. ``exact`` mode runs one timeout per step; both modes give every
-request the same timestamps (checked by ``tests/sim/engine/test_fast_exact_differential.py``).
+steps finished by then. ``exact`` mode runs one timer per step. Both modes time step j
+after the last batch change as ``anchor + j·t`` at that absolute instant with the
+replica's priority (:mod:`sim.engine.timer`), so every request gets the same timestamps
+(checked by ``tests/sim/engine/test_fast_exact_differential.py``).
 
 Memory: a member holds its base reservation (a diffusion LM's KV cache) for the whole
 leg, plus ``width × act_bytes`` of its current phase. When the next phase needs more
