@@ -105,6 +105,8 @@ class ARReplica(TimerDriven):
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
         self._inflight: tuple[int, int, float] | None = None  # (j0, decode iterations, t_mixed)
         self._free_bound = 0
+        self._decode_from = 0.0  # instant the run's decode iterations start
+        self._end_at = 0.0  # instant the run ends
         # the decode segment (batch fixed since the anchor)
         self._anchor = 0.0
         self._seg_iters = 0
@@ -333,7 +335,9 @@ class ARReplica(TimerDriven):
         self._start = now
         self._admitted = admitted
         self._inflight = (j0, n, t_mixed)
-        self._start_timer_at(self._boundary_at(j0 + n))
+        self._decode_from = self._anchor if admitted else now  # == boundary j0, exactly
+        self._end_at = self._boundary_at(j0 + n)
+        self._start_timer_at(self._end_at)
 
     def _boundary_at(self, j: int) -> float:
         """Instant of the boundary after decode iteration ``j`` of the segment (j = 0: its
@@ -365,19 +369,23 @@ class ARReplica(TimerDriven):
         """End the running iterations at the first boundary at or after now."""
         j0, n, t_mixed = self._inflight
         first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
+        last = j0 + n
         now = self.env.now
         elapsed = now - self._anchor
         j = first
-        if elapsed > 0:
-            line, context0, b = self._seg_line, self._seg_context0, self._seg_b
-            j = max(first, decode_stretch_iterations_done(line, context0, b, j0 + n, elapsed))
-        while j > first and self._boundary_at(j - 1) >= now:
-            j -= 1
-        while j < j0 + n and self._boundary_at(j) < now:
+        if elapsed > 0:  # past the mixed iteration: the iteration in progress ends at k + 1
+            k = decode_stretch_iterations_done(self._seg_line, self._seg_context0, self._seg_b, last, elapsed)
+            j = min(max(first, k + 1), last)
+            if j > first and self._boundary_at(j - 1) >= now:  # a boundary exactly now
+                j -= 1
+        end = self._boundary_at(j)
+        while end < now and j < last:  # rounding of ``elapsed``; never in practice
             j += 1
+            end = self._boundary_at(j)
         self._inflight = (j0, j - j0, t_mixed)
         self._cuttable = False
-        self._start_timer_at(self._boundary_at(j))
+        self._end_at = end
+        self._start_timer_at(end)
 
     def _finish(self, end: float | None = None) -> None:
         """Account for the iterations that just ended (at ``end``, default now): the mixed
@@ -397,7 +405,7 @@ class ARReplica(TimerDriven):
             context = self._seg_context0 + b * j0
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
-            self.acc += (self._boundary_at(j0 + n) - self._boundary_at(j0)) / b
+            self.acc += (self._end_at - self._decode_from) / b
             flops += decode_stretch_flops(perf, b, context, n)
             bytes_moved += decode_stretch_bytes(perf, b, context, n)
         self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
@@ -419,7 +427,8 @@ class ARReplica(TimerDriven):
             j += 1
         self._inflight = (j0, j - j0, t_mixed)
         self._timer = None
-        self._finish(self._boundary_at(j))
+        self._end_at = self._boundary_at(j)
+        self._finish(self._end_at)
 
     def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed
