@@ -104,7 +104,6 @@ class ARReplica(TimerDriven):
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
         self._inflight: tuple[int, int, float] | None = None  # (j0, decode iterations, t_mixed)
-        self._free_bound = 0
         self._decode_from = 0.0  # instant the run's decode iterations start
         self._end_at = 0.0  # instant the run ends
         # the decode segment (batch fixed since the anchor)
@@ -204,7 +203,9 @@ class ARReplica(TimerDriven):
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
             need = -(-req.prompt_tokens // self.block) * req.branches
-            if need <= self._free_bound - self.watermark_blocks:
+            # an upper bound on free blocks keeps the cut test conservative (never misses)
+            free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+            if need <= free - self.watermark_blocks:
                 self._cut()
 
     # --- iteration boundaries ------------------------------------------------------
@@ -310,12 +311,14 @@ class ARReplica(TimerDriven):
             heapq.heappop(heap)
         b = self.n_running
         if admitted or self._seg_version != self._version:  # the batch changed: new segment
-            self._anchor = now + t_mixed
+            self._anchor = anchor = now + t_mixed
             self._seg_iters = after
-            self._seg_context0 = self.sum_offsets + b * after
-            self._seg_line = perf.decode_line(b)
+            self._seg_context0 = context0 = self.sum_offsets + b * after
+            self._seg_line = line = perf.decode_line(b)
             self._seg_b = b
             self._seg_version = self._version
+        else:
+            anchor, context0, line = self._anchor, self._seg_context0, self._seg_line
         j0 = after - self._seg_iters
         remaining = heap[0][0] - after
         if self.run.exact:
@@ -330,14 +333,12 @@ class ARReplica(TimerDriven):
             if n > inner - after and self.waiting and self._head_fits(inner):
                 n = inner - after
             self._cuttable = True
-        # an upper bound on free blocks keeps the cut test conservative (never misses)
-        self._free_bound = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
         self._start = now
         self._admitted = admitted
         self._inflight = (j0, n, t_mixed)
-        self._decode_from = self._anchor if admitted else now  # == boundary j0, exactly
-        self._end_at = self._boundary_at(j0 + n)
-        self._start_timer_at(self._end_at)
+        self._decode_from = anchor if admitted else now  # == boundary j0, exactly
+        self._end_at = end = anchor + decode_stretch_time_s(line, context0, b, j0 + n)
+        self._start_timer_at(end)
 
     def _boundary_at(self, j: int) -> float:
         """Instant of the boundary after decode iteration ``j`` of the segment (j = 0: its
@@ -370,18 +371,19 @@ class ARReplica(TimerDriven):
         j0, n, t_mixed = self._inflight
         first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
         last = j0 + n
-        now = self.env.now
-        elapsed = now - self._anchor
+        now, anchor = self.env.now, self._anchor
+        line, context0, b = self._seg_line, self._seg_context0, self._seg_b
+        elapsed = now - anchor
         j = first
         if elapsed > 0:  # past the mixed iteration: the iteration in progress ends at k + 1
-            k = decode_stretch_iterations_done(self._seg_line, self._seg_context0, self._seg_b, last, elapsed)
+            k = decode_stretch_iterations_done(line, context0, b, last, elapsed)
             j = min(max(first, k + 1), last)
-            if j > first and self._boundary_at(j - 1) >= now:  # a boundary exactly now
-                j -= 1
-        end = self._boundary_at(j)
+            if j > first and anchor + decode_stretch_time_s(line, context0, b, j - 1) >= now:
+                j -= 1  # a boundary exactly now
+        end = anchor + decode_stretch_time_s(line, context0, b, j)
         while end < now and j < last:  # rounding of ``elapsed``; never in practice
             j += 1
-            end = self._boundary_at(j)
+            end = anchor + decode_stretch_time_s(line, context0, b, j)
         self._inflight = (j0, j - j0, t_mixed)
         self._cuttable = False
         self._end_at = end

@@ -31,11 +31,12 @@ def replica_priority(pool_index: int, replica_index: int) -> int:
 
 
 class _At(Event):
-    """An event already triggered, due at an absolute instant (``Timeout`` takes a delay)."""
+    """An event already triggered, due at an absolute instant (``Timeout`` takes a delay),
+    with one callback."""
 
-    def __init__(self, env, at_s: float, priority: int) -> None:
+    def __init__(self, env, at_s: float, priority: int, callback) -> None:
         self.env = env
-        self.callbacks = []
+        self.callbacks = [callback]
         self._value = None
         self._ok = True
         # Environment.schedule adds the delay to now; an absolute instant needs the queue
@@ -47,9 +48,7 @@ class TimerDriven:
     (:func:`replica_priority`) and implement ``_finish()`` and ``_boundary()``."""
 
     def _start_timer_at(self, at_s: float) -> None:
-        timer = _At(self.env, at_s, self._priority)
-        timer.callbacks.append(self._on_timer)
-        self._timer = timer
+        self._timer = _At(self.env, at_s, self._priority, self._on_timer)
 
     def _on_timer(self, timer) -> None:
         if timer is not self._timer:
