@@ -109,6 +109,9 @@ def simulate(
     sampler = _Sampler(run, pools, list(routers.values()), interval)
     run.env.process(sampler.process())
     _run(run, scenario, total, progress)
+    for pool in pools:  # a drain that ran out leaves runs of iterations half done
+        for replica in pool.replicas:
+            replica.settle()
     return FleetRun(
         fleet=fleet_cfg.name,
         requests=_requests_frame(requests, names, scenario, pools, fleet_cfg.name),
@@ -371,7 +374,7 @@ def _requests_frame(requests: list[Request], names: list[str], scenario: Scenari
     pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
     accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
     status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
-    w, pool = raw["workload"].to_numpy(), raw["pool"].to_numpy()
+    w, pool = raw["workload"].to_numpy(dtype=np.int64), raw["pool"].to_numpy(dtype=np.int64)
     df = pd.DataFrame(
         {
             "request_id": raw["id"],
@@ -381,7 +384,7 @@ def _requests_frame(requests: list[Request], names: list[str], scenario: Scenari
             "pool": pool_names[pool],
             "accelerator": accel[pool],
             "replica": raw["replica"],
-            "status": status_names[raw["status"].to_numpy()],
+            "status": status_names[raw["status"].to_numpy(dtype=np.int64)],
             "reject_reason": raw["reason"],
             "arrival_at_s": raw["arrival_at_s"],
             "admitted_at_s": raw["admitted_at_s"],

@@ -10,19 +10,36 @@ prompts and decodes one token for every running sequence, or a decode-only itera
 Cost grows with requests, not tokens (``fast`` mode): while the batch does not change, a
 run of decode iterations is one SimPy timeout whose length is computed in closed form
 (:func:`sim.models.perf.decode_stretch_time_s`, including the KV reads that grow every
-iteration). The stretch ends at the first completion or at the first iteration the KV
-cache cannot hold; an arrival that could be admitted cuts it at the next iteration
-boundary. ``exact`` mode runs one timeout per iteration; both give the same results.
+iteration). The run ends exactly where the per-iteration loop would change the batch:
+
+- the first completion (the earliest finishing sequence);
+- the first iteration the KV cache cannot hold (a preemption);
+- the first boundary where the head of the waiting queue would be admitted (a batch slot
+  for each of its branches, its KV blocks within the free blocks above the watermark;
+  the first admission of a boundary never waits for the token budget). With the batch
+  fixed, used KV blocks only grow, so a head that does not fit at the run's first inner
+  boundary fits at none after it and the run continues; one that fits ends the run there;
+- an arrival that becomes the head and could fit cuts the run at the next boundary.
+
+Prefill is not chunked: a prompt is prefilled whole in one mixed iteration, so there is no
+chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
+counts the iterations finished by then. ``exact`` mode runs one timer per iteration.
+Both modes time iteration j after the last batch change (the segment's anchor) as
+``anchor + decode_stretch_time_s(j)`` and schedule it at that absolute instant with the
+replica's priority (:mod:`sim.engine.timer`), so they compute the same instants and break
+simultaneous events the same way: every request gets the same timestamps (checked to
+1e-9 relative by ``tests/sim/engine/test_fast_exact_differential.py``; the closed form is
+checked against a per-iteration sum in ``tests/sim/models/test_decode_stretch.py``).
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
 (``a_i`` fixed while it runs) and Σ⌈(a_i+I)/B⌉ follows from Σa_i and a histogram of
 ``a_i mod B``.
 
-The replica is a small state machine driven by SimPy timeouts (``Event.callbacks``), not
-a generator process: cutting a stretch schedules a new timeout for the earlier boundary
-and the superseded one fires later and is ignored, so a cut costs one event and no
-generator ``throw``.
+The replica is a small state machine driven by SimPy events (``Event.callbacks``), not a
+generator process: cutting a stretch schedules a new timer for the earlier boundary and
+the superseded one fires later and is ignored, so a cut costs one event and no generator
+``throw``.
 """
 
 from __future__ import annotations
@@ -34,12 +51,12 @@ from itertools import count
 
 from sim.models.perf import (
     decode_stretch_bytes,
-    decode_stretch_cut,
     decode_stretch_flops,
+    decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
 from sim.engine.request import COMPLETED, Request
-from sim.engine.timer import TimerDriven
+from sim.engine.timer import TimerDriven, replica_priority
 
 
 class ARReplica(TimerDriven):
@@ -82,10 +99,20 @@ class ARReplica(TimerDriven):
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
+        self._priority = replica_priority(pool.index, index)
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
-        self._stretch: list | None = None
+        self._inflight: tuple[int, int, float] | None = None  # (j0, decode iterations, t_mixed)
+        self._decode_from = 0.0  # instant the run's decode iterations start
+        self._end_at = 0.0  # instant the run ends
+        # the decode segment (batch fixed since the anchor)
+        self._anchor = 0.0
+        self._seg_iters = 0
+        self._seg_context0 = 0
+        self._seg_line = None
+        self._seg_b = 0
+        self._seg_version = -1
 
     # --- queries used by routers ---------------------------------------------------
     @property
@@ -173,10 +200,12 @@ class ARReplica(TimerDriven):
         self.waiting.append(req)
         if not self._busy:
             self._busy = True
-            self._start_timer(0.0)  # same-instant arrivals join one admission
+            self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
             need = -(-req.prompt_tokens // self.block) * req.branches
-            if need <= self._stretch[5] - self.watermark_blocks:
+            # an upper bound on free blocks keeps the cut test conservative (never misses)
+            free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+            if need <= free - self.watermark_blocks:
                 self._cut()
 
     # --- iteration boundaries ------------------------------------------------------
@@ -250,12 +279,30 @@ class ARReplica(TimerDriven):
             admitted.append(req)
         return admitted
 
+    def _head_fits(self, counter: int) -> bool:
+        """Would :meth:`_admit` at a boundary with iteration counter ``counter`` (no
+        completion or preemption there) admit the first waiting request? The same tests:
+        a batch slot for every branch, and its KV blocks within the free blocks above the
+        watermark (the first admission of a boundary is never held back by the token
+        budget)."""
+        req = self.waiting[0]
+        if self.n_running + req.branches > self.max_batch:
+            return False
+        need = -(-(req.prompt_tokens + req.generated) // self.block) * req.branches
+        if need <= self.cap_blocks - math.floor(self.blocks_used_bounds(counter)[1]) - self.watermark_blocks:
+            return True
+        return need <= self.cap_blocks - self.blocks_used(counter) - self.watermark_blocks
+
     # --- a run of iterations: [one mixed prefill+decode iteration] + n decode-only ------
+    # Decode iterations are timed from the segment's anchor: while the batch does not
+    # change, iteration j of the segment ends at ``anchor + decode_stretch_time_s(j)``,
+    # whether it is reached in one run (fast) or one iteration at a time (exact), so the
+    # two modes compute bit-identical instants and break ties alike.
     def _begin(self, admitted: list[Request]) -> None:
         """Start the iterations until the next boundary: the mixed iteration that prefills
         ``admitted`` (if any), then, in fast mode, decode iterations up to the first
-        completion or KV exhaustion, as one timeout."""
-        perf, heap = self.perf, self.heap
+        completion, KV exhaustion or admissible waiting request, as one timer."""
+        perf, heap, now = self.perf, self.heap, self.env.now
         t_mixed = 0.0
         if admitted:
             t_mixed = self._mixed_cost(admitted)
@@ -263,23 +310,40 @@ class ARReplica(TimerDriven):
         while heap[0][1] != heap[0][2].run_seq:
             heapq.heappop(heap)
         b = self.n_running
-        context0 = self.sum_offsets + b * after
-        line = perf.decode_line(b)
+        if admitted or self._seg_version != self._version:  # the batch changed: new segment
+            self._anchor = anchor = now + t_mixed
+            self._seg_iters = after
+            self._seg_context0 = context0 = self.sum_offsets + b * after
+            self._seg_line = line = perf.decode_line(b)
+            self._seg_b = b
+            self._seg_version = self._version
+        else:
+            anchor, context0, line = self._anchor, self._seg_context0, self._seg_line
+        j0 = after - self._seg_iters
         remaining = heap[0][0] - after
         if self.run.exact:
             n = 0 if admitted else 1
-            total = perf.decode_time_s(b, context0) if n else 0.0
         else:
             n = self._kv_fit_iterations(remaining, after) if remaining > 0 else 0
             assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
-            total = decode_stretch_time_s(line, context0, b, n)
+            # a waiting request that fits at the first boundary inside the stretch is
+            # admitted there; if it does not fit there it fits at no later one (the batch
+            # is fixed and its KV blocks only grow), so that boundary is the only check
+            inner = after if admitted else after + 1
+            if n > inner - after and self.waiting and self._head_fits(inner):
+                n = inner - after
             self._cuttable = True
-        # an upper bound on free blocks keeps the cut test conservative (never misses)
-        free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
-        self._start = self.env.now
+        self._start = now
         self._admitted = admitted
-        self._stretch = [b, context0, n, total, line, free, t_mixed]
-        self._start_timer(t_mixed + total)
+        self._inflight = (j0, n, t_mixed)
+        self._decode_from = anchor if admitted else now  # == boundary j0, exactly
+        self._end_at = end = anchor + decode_stretch_time_s(line, context0, b, j0 + n)
+        self._start_timer_at(end)
+
+    def _boundary_at(self, j: int) -> float:
+        """Instant of the boundary after decode iteration ``j`` of the segment (j = 0: its
+        start, the end of the mixed iteration if there was one)."""
+        return self._anchor + decode_stretch_time_s(self._seg_line, self._seg_context0, self._seg_b, j)
 
     def _mixed_cost(self, admitted: list[Request]) -> float:
         """One iteration prefilling ``admitted`` (once per request; best-of-k branches then
@@ -303,36 +367,70 @@ class ARReplica(TimerDriven):
         return t
 
     def _cut(self) -> None:
-        """End the running iterations at the iteration boundary after now."""
-        b, context0, n, _, line, _, t_mixed = self._stretch
-        elapsed = self.env.now - self._start - t_mixed
-        if elapsed < 0:  # still in the mixed iteration: stop right after it
-            n, total = 0, 0.0
-        else:
-            n, total = decode_stretch_cut(line, context0, b, n, elapsed)
-        self._stretch[2], self._stretch[3] = n, total
+        """End the running iterations at the first boundary at or after now."""
+        j0, n, t_mixed = self._inflight
+        first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
+        last = j0 + n
+        now, anchor = self.env.now, self._anchor
+        line, context0, b = self._seg_line, self._seg_context0, self._seg_b
+        elapsed = now - anchor
+        j = first
+        if elapsed > 0:  # past the mixed iteration: the iteration in progress ends at k + 1
+            k = decode_stretch_iterations_done(line, context0, b, last, elapsed)
+            j = min(max(first, k + 1), last)
+            if j > first and anchor + decode_stretch_time_s(line, context0, b, j - 1) >= now:
+                j -= 1  # a boundary exactly now
+        end = anchor + decode_stretch_time_s(line, context0, b, j)
+        while end < now and j < last:  # rounding of ``elapsed``; never in practice
+            j += 1
+            end = anchor + decode_stretch_time_s(line, context0, b, j)
+        self._inflight = (j0, j - j0, t_mixed)
         self._cuttable = False
-        self._start_timer(max(self._start + t_mixed + total - self.env.now, 0.0))
+        self._end_at = end
+        self._start_timer_at(end)
 
-    def _finish(self) -> None:
-        """Account for the iterations that just ended: the mixed one (first tokens of
-        the admitted requests) and the decode-only run after it, as one busy interval."""
-        if self._stretch is None:  # the wake-up timer of an idle replica
+    def _finish(self, end: float | None = None) -> None:
+        """Account for the iterations that just ended (at ``end``, default now): the mixed
+        one (first tokens of the admitted requests) and the decode-only run after it, as
+        one busy interval."""
+        if self._inflight is None:  # the wake-up timer of an idle replica
             return
         self._cuttable = False
         perf = self.perf
-        b, context0, n, total, _, _, t_mixed = self._stretch
-        self._stretch = None
+        j0, n, t_mixed = self._inflight
+        self._inflight = None
         flops = bytes_moved = hbm = 0.0
         if self._admitted:
-            flops, bytes_moved, hbm = self._finish_mixed(self._start + t_mixed)
+            flops, bytes_moved, hbm = self._finish_mixed(self._anchor)
         if n:
+            b = self._seg_b
+            context = self._seg_context0 + b * j0
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
-            self.acc += total / b
-            flops += decode_stretch_flops(perf, b, context0, n)
-            bytes_moved += decode_stretch_bytes(perf, b, context0, n)
-        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, hbm)
+            self.acc += (self._end_at - self._decode_from) / b
+            flops += decode_stretch_flops(perf, b, context, n)
+            bytes_moved += decode_stretch_bytes(perf, b, context, n)
+        self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
+
+    def settle(self) -> None:
+        """The run stops now (the drain ran out): account for the iterations of the run in
+        flight whose boundaries came before now, as exact mode would have processed them,
+        so first tokens and busy time do not depend on the mode."""
+        if self._inflight is None or self._timer is None:
+            return
+        j0, n, t_mixed = self._inflight
+        now = self.env.now
+        if self._admitted and self._anchor >= now:  # inside the mixed iteration
+            self._inflight = None
+            self._timer = None
+            return
+        j = j0
+        while j < j0 + n and self._boundary_at(j + 1) < now:
+            j += 1
+        self._inflight = (j0, j - j0, t_mixed)
+        self._timer = None
+        self._end_at = self._boundary_at(j)
+        self._finish(self._end_at)
 
     def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed

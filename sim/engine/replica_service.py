@@ -44,6 +44,9 @@ class ServiceReplica:
         done = self.env.timeout(req.service_s)
         done.callbacks.append(lambda _event, req=req: self._finish(req))
 
+    def settle(self) -> None:
+        """The run stops now: nothing to settle (a request's service is one event)."""
+
     def _finish(self, req: Request) -> None:
         now = self.env.now
         self.busy -= 1

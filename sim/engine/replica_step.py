@@ -6,10 +6,18 @@ placed on this pool, see :mod:`sim.engine.shapes`); a phase is ``steps`` forward
 samples. Every batch step advances every member by one step, so members at different
 steps of different requests share one forward (step-level batching).
 
-The batch only changes when a member finishes a phase, so with the batch fixed every
-step costs the same and a run of n steps is one SimPy timeout of n·t (``fast`` mode);
-an arrival that fits cuts it at the next step boundary. ``exact`` mode runs one timeout
-per step.
+The batch only changes at a step boundary where a member finishes a phase (it moves to
+its next phase, waits blocked for memory, or leaves), a blocked member fits again, or a
+waiting request is admitted. Blocked members and admissions only become possible when a
+phase ends (the batch width and reserved memory are fixed in between, and admission is
+first come first served behind any blocked member), so with the batch fixed every step
+costs the same and the steps up to the first phase end are one SimPy timeout of n·t
+(``fast`` mode); an arrival that becomes the head of the queue and fits cuts it at the next
+step boundary. When the drain runs out mid-run, :meth:`StepReplica.settle` counts the
+steps finished by then. ``exact`` mode runs one timer per step. Both modes time step j
+after the last batch change as ``anchor + j·t`` at that absolute instant with the
+replica's priority (:mod:`sim.engine.timer`), so every request gets the same timestamps
+(checked by ``tests/sim/engine/test_fast_exact_differential.py``).
 
 Memory: a member holds its base reservation (a diffusion LM's KV cache) for the whole
 leg, plus ``width × act_bytes`` of its current phase. When the next phase needs more
@@ -27,7 +35,7 @@ from itertools import count
 
 from sim.engine.request import Request
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, STAGE, STEPS, TOKENS, VERIFY, WIDTH
-from sim.engine.timer import TimerDriven
+from sim.engine.timer import TimerDriven, replica_priority
 
 
 class StepReplica(TimerDriven):
@@ -58,9 +66,15 @@ class StepReplica(TimerDriven):
         self._timer = None
         self._busy = False
         self._cuttable = False
+        self._priority = replica_priority(pool.index, index)
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
+        self._j0 = 0
+        self._version = 0  # bumped whenever a member enters or leaves a phase
+        self._seg_version = -1
+        self._anchor = 0.0
+        self._seg_steps = 0
 
     @property
     def queued(self) -> int:
@@ -85,12 +99,13 @@ class StepReplica(TimerDriven):
         self.waiting.append(req)
         if not self._busy:
             self._busy = True
-            self._start_timer(0.0)
+            self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self._admissible(req):
             self._cut()
 
     # --- membership ----------------------------------------------------------------
     def _enter_phase(self, req: Request) -> None:
+        self._version += 1
         ph = req.phases[req.phase]
         w = ph[WIDTH]
         self.width += w
@@ -104,6 +119,7 @@ class StepReplica(TimerDriven):
         heapq.heappush(self.heap, (self.steps_done + ph[STEPS], seq, req))
 
     def _leave_phase(self, req: Request) -> None:
+        self._version += 1
         ph = req.phases[req.phase]
         w = ph[WIDTH]
         self.width -= w
@@ -167,6 +183,8 @@ class StepReplica(TimerDriven):
             self._enter_phase(req)
 
     # --- steps ---------------------------------------------------------------------
+    # While the batch does not change every step costs the same t, and step j of the
+    # segment ends at ``anchor + j·t`` in both modes (bit-identical instants).
     def _boundary(self) -> None:
         self._advance_phases()
         self._unblock()
@@ -174,23 +192,32 @@ class StepReplica(TimerDriven):
         if not self.width:
             self._busy = False
             return
-        perf = self.perf
-        self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+        now = self.env.now
+        if self._seg_version != self._version:  # the batch changed: new segment
+            perf = self.perf
+            self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+            self._anchor = now
+            self._seg_steps = self.steps_done
+            self._seg_version = self._version
+        self._j0 = self.steps_done - self._seg_steps
         self._steps = 1 if self.run.exact else self.heap[0][0] - self.steps_done
-        self._start = self.env.now
+        self._start = now
         self._cuttable = not self.run.exact
-        self._start_timer(self._steps * self._step_s)
+        self._start_timer_at(self._anchor + (self._j0 + self._steps) * self._step_s)
 
     def _cut(self) -> None:
-        t, elapsed = self._step_s, self.env.now - self._start
-        done = min(int(elapsed / t), self._steps - 1)
-        while done > 0 and done * t > elapsed:
-            done -= 1
-        self._steps = done + 1
+        """End the running steps at the first step boundary at or after now."""
+        t, j0, now = self._step_s, self._j0, self.env.now
+        j = min(max(int((now - self._anchor) / t), j0 + 1), j0 + self._steps)
+        while j > j0 + 1 and self._anchor + (j - 1) * t >= now:
+            j -= 1
+        while j < j0 + self._steps and self._anchor + j * t < now:
+            j += 1
+        self._steps = j - j0
         self._cuttable = False
-        self._start_timer(max(self._start + self._steps * t - self.env.now, 0.0))
+        self._start_timer_at(self._anchor + j * t)
 
-    def _finish(self) -> None:
+    def _finish(self, end: float | None = None) -> None:
         if not self._steps:  # the wake-up timer of an idle replica
             return
         n, t, perf = self._steps, self._step_s, self.perf
@@ -200,7 +227,22 @@ class StepReplica(TimerDriven):
         self.acc += n * t / self.width
         flops = n * self.flops
         bytes_moved = n * (perf.weight_bytes_read(self.tokens) + self.bytes)
-        self.run.account(self.pool.stats, self._start, self.env.now, flops, bytes_moved, self.pool.resident_bytes + self.reserved)
+        end = self.env.now if end is None else end
+        self.run.account(self.pool.stats, self._start, end, flops, bytes_moved, self.pool.resident_bytes + self.reserved)
+
+    def settle(self) -> None:
+        """The run stops now (the drain ran out): account for the steps of the run in
+        flight whose boundaries came before now, as exact mode would have processed them
+        (no phase ends inside a run, so no request changes)."""
+        if not self._steps or self._timer is None:
+            return
+        t, j0, now = self._step_s, self._j0, self.env.now
+        j = j0
+        while j < j0 + self._steps and self._anchor + (j + 1) * t < now:
+            j += 1
+        self._steps = j - j0
+        self._timer = None
+        self._finish(self._anchor + j * t)
 
 
 def _next(req: Request, i: int) -> int:

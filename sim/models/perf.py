@@ -263,16 +263,6 @@ def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int)
     return _series(a1, b1, 0, split) + _series(a2, b2, split, n) + n * line.k
 
 
-def decode_stretch_cut(
-    line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float
-) -> tuple[int, float]:
-    """Cut a stretch of ``n`` iterations ``elapsed_s`` after it began, at the end of the
-    iteration in progress: returns (iterations, their total time), iterations ≤ n."""
-    k = decode_stretch_iterations_done(line, context0, batch, n, elapsed_s)
-    k = min(k + 1, n)
-    return k, decode_stretch_time_s(line, context0, batch, k)
-
-
 def decode_stretch_iterations_done(
     line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float
 ) -> int:

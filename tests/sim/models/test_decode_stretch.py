@@ -1,0 +1,57 @@
+"""The decode-stretch closed forms against a per-iteration sum.
+
+Both engine modes time decode iterations with :func:`decode_stretch_time_s` (so they
+agree bit for bit); this test is the independent check that the closed form equals the
+sum of one roofline iteration at a time (``PerfModel.decode_time_s``), across the
+compute/memory crossing, and that its inverse finds the iterations done by a given time.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleets.catalog_io import load_catalog
+from sim.models.perf import PerfModel, decode_stretch_iterations_done, decode_stretch_time_s
+
+CASES = settings(max_examples=200, deadline=None, derandomize=bool(os.environ.get("CI")))
+
+
+@st.composite
+def stretches(draw):
+    cat = load_catalog()
+    perf = PerfModel(
+        cat.accelerator(draw(st.sampled_from(["h100-sxm", "mi300x", "b200", "tpu-v6e"]))),
+        cat.model(draw(st.sampled_from(["llama-3-8b", "llama-3-70b", "mixtral-8x7b"]))),
+        draw(st.sampled_from(["bf16", "fp8"])),
+        tp=draw(st.sampled_from([1, 2, 4, 8])),
+        iteration_overhead_s=draw(st.sampled_from([0.0, 0.003])),
+    )
+    batch = draw(st.integers(1, 512))
+    context0 = batch * draw(st.integers(1, 20_000))
+    return perf, batch, context0, draw(st.integers(0, 400))
+
+
+@CASES
+@given(stretches())
+def test_closed_form_equals_the_per_iteration_sum(case):
+    perf, batch, context0, n = case
+    by_iteration = sum(perf.decode_time_s(batch, context0 + batch * j) for j in range(n))
+    closed = decode_stretch_time_s(perf.decode_line(batch), context0, batch, n)
+    assert closed == pytest.approx(by_iteration, rel=1e-9, abs=0.0)
+
+
+@CASES
+@given(stretches(), st.floats(0.0, 1.2))
+def test_iterations_done_inverts_the_stretch_time(case, fraction):
+    perf, batch, context0, n = case
+    line = perf.decode_line(batch)
+    elapsed = fraction * decode_stretch_time_s(line, context0, batch, n)
+    k = decode_stretch_iterations_done(line, context0, batch, n, elapsed)
+    assert 0 <= k <= n
+    assert decode_stretch_time_s(line, context0, batch, k) <= elapsed
+    if k < n:
+        assert decode_stretch_time_s(line, context0, batch, k + 1) > elapsed
