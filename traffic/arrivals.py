@@ -155,7 +155,7 @@ class MMPPArrivals(_Synthetic):
 
     kind: Literal["mmpp"] = "mmpp"
     rates_per_s: list[Annotated[float, Field(ge=0, le=MAX_RATE_PER_S)]] = Field(min_length=2, max_length=64)
-    mean_dwell_s: list[Annotated[float, Field(ge=1e-3, le=10 * 365 * 86400)]] = Field(min_length=2, max_length=64)
+    mean_dwell_s: list[Annotated[float, Field(gt=0, le=10 * 365 * 86400)]] = Field(min_length=2, max_length=64)
 
     @model_validator(mode="after")
     def _check_states(self) -> MMPPArrivals:
