@@ -70,6 +70,25 @@ app = typer.Typer(
 )
 
 
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"dcsim {version('dcsim')}")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            typer.echo("dcsim (not installed: version unknown)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="print the installed dcsim version and exit"),
+) -> None:
+    """Datacenter capacity and economics simulator for AI inference."""
+
+
 def error_paragraph(message: str) -> str:
     """``dcsim: error: <message>`` with blank lines removed (one paragraph)."""
     lines = [line.rstrip() for line in str(message).strip().splitlines() if line.strip()]

@@ -234,3 +234,12 @@ def test_progress_bar_is_silent_off_a_terminal(capsys):
 )
 def test_numbers_are_formatted_for_people(value, fn, expected):
     assert fn(value) == expected
+
+
+def test_version_prints_the_pyproject_version():
+    import tomllib
+
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"dcsim {expected}\n"
