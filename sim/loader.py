@@ -266,3 +266,34 @@ def check_plain_data(data: Any, source: str, loaded: LoadedYaml | None = None) -
         return total
 
     walk(data, (), set())
+
+
+# --- which kind of file -------------------------------------------------------------
+
+FILE_KINDS = {  # kind -> (top-level keys only it has, the command that reads it)
+    "scenario": ({"workloads"}, "dcsim run SCENARIO"),
+    "sweep": ({"base", "grid", "set", "seeds"}, "dcsim sweep SWEEP --out DIR"),
+    "plan": ({"demand", "candidates", "growth", "horizon_weeks"}, "dcsim plan PLAN"),
+}
+
+
+def file_kind(data: Any) -> str | None:
+    """``"scenario"``, ``"sweep"`` or ``"plan"`` from the top-level keys that only that
+    kind of file has (None when no kind's keys are present)."""
+    if not isinstance(data, dict):
+        return None
+    found = [kind for kind, (keys, _) in FILE_KINDS.items() if keys & set(data)]
+    return found[0] if len(found) == 1 else None
+
+
+def check_file_kind(data: Any, source: str, expected: str) -> None:
+    """Refuse a file of another kind with the command that reads it, before schema errors.
+
+    Raises:
+        ScenarioError: e.g. "this is a sweep file (it has 'base', 'grid'): use dcsim sweep"."""
+    kind = file_kind(data)
+    if kind is None or kind == expected:
+        return
+    keys = sorted(FILE_KINDS[kind][0] & set(data))
+    raise ScenarioError(f"{source}: this is a {kind} file (it has {', '.join(repr(k) for k in keys)}), "
+                        f"not a {expected} file: use {FILE_KINDS[kind][1]}")

@@ -108,16 +108,17 @@ def load_plan(path: str | Path) -> PlanSpec:
 
     Raises:
         UserError: naming the file, the field path and the bad value."""
-    from sim.loader import load_yaml
+    from sim.loader import check_file_kind, load_yaml
 
     path = Path(path)
     data = load_yaml(path, "plan").data  # strict YAML with limits (issue 11)
+    check_file_kind(data, str(path), "plan")
     if not isinstance(data, dict):
         raise UserError(f"{path}: a plan file must be a YAML mapping")
     try:
         spec = PlanSpec.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(format_validation_error(err, str(path))) from None
+        raise ScenarioError(format_validation_error(err, str(path), model=PlanSpec)) from None
     for cand in spec.candidates:
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
     for q in spec.growth or []:
