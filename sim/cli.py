@@ -275,6 +275,9 @@ def sweep(
         note(f"wrote {report.out_dir / 'sweep.parquet'} and sweep.csv ({len(report.table)} rows)")
         if planner is not None:
             note(f"wrote {write_dir_planner(out, planner, headroom=False)}")
+    from sim.studies.sweep_report import sweep_text
+
+    typer.echo(sweep_text(report.table, spec.swept_fields), nl=False)
     _report_failures(report.failures, strict)
 
 
