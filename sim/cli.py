@@ -181,7 +181,7 @@ def run(
         if out is not None:
             note(f"wrote {write_results(results, out)}", quiet)
         if planner is not None:
-            note(f"wrote {write_run_planner(results, planner, headroom)}", quiet)
+            note(f"wrote {write_run_planner(results, planner, headroom, out)}", quiet)
     typer.echo(run_report(results), nl=False)
 
 
@@ -237,11 +237,16 @@ def write_planner(table, path: Path) -> Path:
     return write_file_atomic(path, lambda p: write_csv(table, p))
 
 
-def write_run_planner(results, path: Path, headroom: bool) -> Path:
-    """The planner CSV of one run."""
-    from sim.studies.headroom import results_planner_table
+def write_run_planner(results, path: Path, headroom: bool, out: Optional[Path] = None) -> Path:
+    """The planner CSV of one run; with headroom and a result directory ``out``, the
+    headroom is also saved there for ``dcsim export`` to reuse."""
+    from sim.studies.headroom import results_planner_table, write_headroom
 
-    return write_planner(results_planner_table(results, headroom=headroom), path)
+    table = results_planner_table(results, headroom=headroom)
+    written = write_planner(table, path)
+    if headroom and out is not None:
+        write_headroom(table, out)
+    return written
 
 
 @app.command()
