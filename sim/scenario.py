@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sim.errors import ScenarioError
-from sim.loader import LoadedYaml, check_file_kind, check_plain_data, dotted, load_yaml
+from sim.loader import LoadedYaml, check_file_kind, check_plain_data, dotted, load_yaml, resolve_paths
 from traffic.arrivals import ArrivalProcess as Arrival
 from traffic.distributions import (
     AZURE_CONV_OUTPUT_LOGNORMAL,
@@ -633,7 +633,7 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     loaded = load_yaml(path, "scenario")
     check_file_kind(loaded.data, str(path), "scenario")
-    return parse_scenario(loaded.data, str(path), loaded)
+    return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:

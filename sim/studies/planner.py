@@ -108,13 +108,14 @@ def load_plan(path: str | Path) -> PlanSpec:
 
     Raises:
         UserError: naming the file, the field path and the bad value."""
-    from sim.loader import check_file_kind, load_yaml
+    from sim.loader import check_file_kind, load_yaml, resolve_paths
 
     path = Path(path)
     data = load_yaml(path, "plan").data  # strict YAML with limits (issue 11)
     check_file_kind(data, str(path), "plan")
     if not isinstance(data, dict):
         raise UserError(f"{path}: a plan file must be a YAML mapping")
+    data = resolve_paths(data, path.parent, ("demand",))  # trace paths resolve from the plan file
     try:
         spec = PlanSpec.model_validate(data)
     except ValidationError as err:
