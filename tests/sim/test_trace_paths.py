@@ -70,3 +70,16 @@ def test_repository_trace_scenarios_name_paths_beside_them():
             path = wl["arrival"].get("path")
             if path:  # from scenarios/: up to the repo, up to its parent, into shared/
                 assert os.path.normpath(repo / "scenarios" / path) == os.path.normpath(repo.parent / "shared" / "data" / "traces" / Path(path).name)
+
+
+def test_plan_demand_trace_resolves_from_the_plan_file(tmp_path, monkeypatch):
+    from sim.studies.planner import load_plan
+
+    write_trace(tmp_path / "plans" / "t.csv")
+    chat = scenario("t.csv")["workloads"]["chat"]
+    plan = tmp_path / "plans" / "p.yaml"
+    plan.write_text(yaml.safe_dump({"duration_s": 30, "demand": {"chat": chat},
+                                    "candidates": [{"accelerator": "h100-sxm"}]}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    spec = load_plan(plan)
+    assert Path(spec.demand["chat"]["arrival"]["path"]).resolve() == (tmp_path / "plans" / "t.csv").resolve()
