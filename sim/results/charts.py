@@ -447,7 +447,7 @@ def pareto_front(sweep: pd.DataFrame, workload: str, latency: str = "e2e_p99_s",
     # one front per set of swept values (never across load levels), without fleets at 0% SLO met
     att = metric_column(g, "slo_attainment") if any(c.startswith("slo_attainment") for c in g) else None
     met = g if att is None else g[g[att].fillna(0) > 0]
-    for i, (_, pg) in enumerate(met.groupby(params, sort=False) if params else [((), met)]):
+    for i, (_, pg) in enumerate(met.groupby(params, sort=False, dropna=False) if params else [((), met)]):
         front = pg[pareto_mask(pg[y_col].to_numpy(), pg[x_col].to_numpy())].sort_values(x_col)
         fig.add_trace(go.Scatter(x=front[x_col] / scale, y=front[y_col], mode="lines", name="Pareto front",
                                  legendgroup="pareto", showlegend=i == 0, hoverinfo="skip",
