@@ -287,11 +287,13 @@ class WorkloadSearch:
 
     def lower_bound(self, acc: str) -> int:
         """The roofline estimate ``ceil(rate / capacity)``, where the search starts. Not a
-        true lower bound on the simulated minimum: the capacity assumes a steady state at
-        full batch, while a run that passes may still queue (a finite run, an attainment
-        target below 100%), and the simulated batch mix can beat mean-context decode; the
-        search bisects below it when it already passes (the report prints it as
-        "roofline estimate")."""
+        true lower bound on the simulated minimum, so the report prints it as "roofline
+        estimate": on a KV-limited pool the capacity's batch counts the mean prompt plus
+        the WHOLE mean output per sequence (``kv_tokens // (P + O)``), while the engine's
+        KV blocks grow with the tokens generated so far (about P + O/2 per sequence on
+        average), so the simulated batch, and the capacity, can be larger; and a finite
+        run with an attainment target below 100% can pass slightly above steady-state
+        capacity. The search bisects below the estimate whenever it already passes."""
         return max(1, math.ceil(self.rate / self.capacity[acc])) if math.isfinite(self.capacity[acc]) else 1
 
     def single(self, acc: str) -> int | None:
