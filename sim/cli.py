@@ -70,6 +70,25 @@ app = typer.Typer(
 )
 
 
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"dcsim {version('dcsim')}")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            typer.echo("dcsim (not installed: version unknown)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="print the installed dcsim version and exit"),
+) -> None:
+    """Datacenter capacity and economics simulator for AI inference."""
+
+
 def error_paragraph(message: str) -> str:
     """``dcsim: error: <message>`` with blank lines removed (one paragraph)."""
     lines = [line.rstrip() for line in str(message).strip().splitlines() if line.strip()]
@@ -162,7 +181,7 @@ def run(
         if out is not None:
             note(f"wrote {write_results(results, out)}", quiet)
         if planner is not None:
-            note(f"wrote {write_run_planner(results, planner, headroom)}", quiet)
+            note(f"wrote {write_run_planner(results, planner, headroom, out)}", quiet)
     typer.echo(run_report(results), nl=False)
 
 
@@ -218,11 +237,16 @@ def write_planner(table, path: Path) -> Path:
     return write_file_atomic(path, lambda p: write_csv(table, p))
 
 
-def write_run_planner(results, path: Path, headroom: bool) -> Path:
-    """The planner CSV of one run."""
-    from sim.studies.headroom import results_planner_table
+def write_run_planner(results, path: Path, headroom: bool, out: Optional[Path] = None) -> Path:
+    """The planner CSV of one run; with headroom and a result directory ``out``, the
+    headroom is also saved there for ``dcsim export`` to reuse."""
+    from sim.studies.headroom import results_planner_table, write_headroom
 
-    return write_planner(results_planner_table(results, headroom=headroom), path)
+    table = results_planner_table(results, headroom=headroom)
+    written = write_planner(table, path)
+    if headroom and out is not None:
+        write_headroom(table, out)
+    return written
 
 
 @app.command()
@@ -256,6 +280,9 @@ def sweep(
         note(f"wrote {report.out_dir / 'sweep.parquet'} and sweep.csv ({len(report.table)} rows)")
         if planner is not None:
             note(f"wrote {write_dir_planner(out, planner, headroom=False)}")
+    from sim.studies.sweep_report import sweep_text
+
+    typer.echo(sweep_text(report.table, spec.swept_fields), nl=False)
     _report_failures(report.failures, strict)
 
 

@@ -266,3 +266,68 @@ def check_plain_data(data: Any, source: str, loaded: LoadedYaml | None = None) -
         return total
 
     walk(data, (), set())
+
+
+# --- which kind of file -------------------------------------------------------------
+
+FILE_KINDS = {  # kind -> (top-level keys only it has, the command that reads it)
+    "scenario": ({"workloads"}, "dcsim run SCENARIO"),
+    "sweep": ({"base", "grid", "set", "seeds"}, "dcsim sweep SWEEP --out DIR"),
+    "plan": ({"demand", "candidates", "growth", "horizon_weeks"}, "dcsim plan PLAN"),
+}
+
+
+def file_kind(data: Any) -> str | None:
+    """``"scenario"``, ``"sweep"`` or ``"plan"`` from the top-level keys that only that
+    kind of file has (None when no kind's keys are present)."""
+    if not isinstance(data, dict):
+        return None
+    found = [kind for kind, (keys, _) in FILE_KINDS.items() if keys & set(data)]
+    return found[0] if len(found) == 1 else None
+
+
+def check_file_kind(data: Any, source: str, expected: str) -> None:
+    """Refuse a file of another kind with the command that reads it, before schema errors.
+
+    Raises:
+        ScenarioError: e.g. "this is a sweep file (it has 'base', 'grid'): use dcsim sweep"."""
+    kind = file_kind(data)
+    if kind is None or kind == expected:
+        return
+    keys = sorted(FILE_KINDS[kind][0] & set(data))
+    raise ScenarioError(f"{source}: this is a {kind} file (it has {', '.join(repr(k) for k in keys)}), "
+                        f"not a {expected} file: use {FILE_KINDS[kind][1]}")
+
+
+# --- paths inside a file ------------------------------------------------------------
+
+def resolve_paths(data: Any, base_dir: str | Path, sections: tuple[str, ...] = ("workloads",)) -> Any:
+    """``data`` with every relative ``path:`` (trace files) under ``sections`` resolved
+    from ``base_dir``, the directory of the file that names it.
+
+    Backward compatibility: a path that does not exist beside the file but does exist
+    relative to the current directory (the rule before) is kept as written. The result
+    is normalised (``scenarios/../../shared/x`` -> ``../shared/x``), so a scenario run
+    from the repository root saves the same path string as before."""
+    if not isinstance(data, dict):
+        return data
+    base_dir = Path(base_dir)
+    out = dict(data)
+    for section in sections:
+        if section in out:
+            out[section] = _resolve(out[section], base_dir)
+    return out
+
+
+def _resolve(node: Any, base_dir: Path) -> Any:
+    if isinstance(node, list):
+        return [_resolve(v, base_dir) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _resolve(v, base_dir) for k, v in node.items()}
+    value = out.get("path")
+    if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+        beside = os.path.normpath(base_dir / value)
+        if Path(beside).exists() or not Path(value).exists():
+            out["path"] = beside
+    return out

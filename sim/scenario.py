@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sim.errors import ScenarioError
-from sim.loader import LoadedYaml, check_plain_data, dotted, load_yaml
+from sim.loader import LoadedYaml, check_file_kind, check_plain_data, dotted, load_yaml, resolve_paths
 from traffic.arrivals import ArrivalProcess as Arrival
 from traffic.distributions import (
     AZURE_CONV_OUTPUT_LOGNORMAL,
@@ -534,9 +535,54 @@ def _leading_path(msg: str, data: Any) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in head.split("."))
 
 
+def _members(annotation) -> list:
+    """The types an annotation admits: unions, Optional and Annotated unwrapped."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return [m for a in get_args(annotation) for m in _members(a)]
+    return [annotation]
+
+
+def _is_model(t) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
+
+
+def _step(t, part) -> list:
+    """The types at ``part`` below type ``t`` (a model field, a dict value, a list item, or
+    the member of a tagged union whose ``kind``/``format`` literal is ``part``)."""
+    if _is_model(t):
+        for name, f in t.model_fields.items():
+            if part in (name, f.alias):
+                return _members(f.annotation)
+            if get_origin(f.annotation) is Literal and part in get_args(f.annotation):
+                return [t]  # a union tag in pydantic's loc: stay on this member
+        return []
+    args = get_args(t)
+    if get_origin(t) is dict and len(args) == 2:
+        return _members(args[1])
+    if get_origin(t) is list and args and isinstance(part, int):
+        return _members(args[0])
+    return []
+
+
+def valid_fields(model: type, loc: tuple) -> list[str]:
+    """Field names (YAML spelling) allowed beside the unknown field at ``loc`` (its last
+    part), found by walking ``model``'s annotations; [] when the walk gets lost."""
+    types = [model]
+    for part in loc[:-1]:
+        types = [n for t in types for n in _step(t, part)]
+    names = {f.alias or name for t in types if _is_model(t) for name, f in t.model_fields.items()}
+    return sorted(names)
+
+
 def format_validation_error(err: ValidationError, source: str, data: Any = None,
-                            loaded: LoadedYaml | None = None) -> str:
-    """One line per problem: ``source[:line]: field.path: message (got value)``."""
+                            loaded: LoadedYaml | None = None, model: type | None = None) -> str:
+    """One line per problem: ``source[:line]: field.path: message (got value)``; an
+    unknown field also lists the valid ones (walked from ``model``, default
+    :class:`Scenario` when ``err`` is about one)."""
+    model = model or (Scenario if err.title == "Scenario" else None)
     lines = []
     for e in err.errors():
         path = _yaml_path(tuple(e["loc"]), data) if data is not None else tuple(e["loc"])
@@ -551,6 +597,8 @@ def format_validation_error(err: ValidationError, source: str, data: Any = None,
         line = loaded.line_of(path) if loaded and path else None
         got = e.get("input")
         shown = "" if isinstance(got, (dict, list)) or not e["loc"] else f" (got {got!r})"
+        if e["type"] == "extra_forbidden" and model is not None and (allowed := valid_fields(model, tuple(e["loc"]))):
+            shown += f"; valid fields here: {', '.join(allowed)}"
         lines.append(f"{source}{f':{line}' if line else ''}: {dotted(path)}: {msg}{shown}")
     return "\n".join(lines)
 
@@ -584,7 +632,8 @@ def load_scenario(path: str | Path) -> Scenario:
             bad value, allowed values).
     """
     loaded = load_yaml(path, "scenario")
-    return parse_scenario(loaded.data, str(path), loaded)
+    check_file_kind(loaded.data, str(path), "scenario")
+    return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
 def scenario_to_yaml(scenario: Scenario) -> str:

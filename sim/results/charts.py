@@ -444,9 +444,14 @@ def pareto_front(sweep: pd.DataFrame, workload: str, latency: str = "e2e_p99_s",
         fig.add_trace(go.Scatter(x=fg[x_col] / scale, y=fg[y_col], mode="markers", name=str(fleet),
                                  marker=dict(color=colors.get(fleet), size=9), text=hover,
                                  hovertemplate=f"{fleet}<br>%{{x:.3~g}} {unit}, $%{{y:.3~g}}/request<br>%{{text}}<extra></extra>"))
-    front = g[pareto_mask(g[y_col].to_numpy(), g[x_col].to_numpy())].sort_values(x_col)
-    fig.add_trace(go.Scatter(x=front[x_col] / scale, y=front[y_col], mode="lines", name="Pareto front",
-                             line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip"))
+    # one front per set of swept values (never across load levels), without fleets at 0% SLO met
+    att = metric_column(g, "slo_attainment") if any(c.startswith("slo_attainment") for c in g) else None
+    met = g if att is None else g[g[att].fillna(0) > 0]
+    for i, (_, pg) in enumerate(met.groupby(params, sort=False, dropna=False) if params else [((), met)]):
+        front = pg[pareto_mask(pg[y_col].to_numpy(), pg[x_col].to_numpy())].sort_values(x_col)
+        fig.add_trace(go.Scatter(x=front[x_col] / scale, y=front[y_col], mode="lines", name="Pareto front",
+                                 legendgroup="pareto", showlegend=i == 0, hoverinfo="skip",
+                                 line=dict(color="black", dash="dash", shape="hv")))
     label = LATENCY_LABELS.get(latency.split("_p")[0] + "_s", latency)
     fig.update_layout(title=f"Pareto front: {workload}", xaxis=dict(title=f"p99 {label} latency ({unit})"),
                       yaxis=dict(title="cost per request ($/request)", tickprefix="$"), **LAYOUT)

@@ -123,12 +123,38 @@ def directory_planner_table(directory: str | Path, headroom: bool = True) -> pd.
     )
 
 
+HEADROOM_FILE = "headroom.csv"  # fleet, headroom_load_multiplier: written by 'run --out DIR --planner FILE'
+
+
+def write_headroom(table: pd.DataFrame, directory: str | Path) -> Path:
+    """Save the headroom column of a run's planner ``table`` into its result directory,
+    so ``dcsim export`` reuses it instead of simulating again (atomic write)."""
+    from sim.results.export import write_csv, write_file_atomic
+
+    cols = ["fleet", "headroom_load_multiplier"]
+    return write_file_atomic(Path(directory) / HEADROOM_FILE, lambda p: write_csv(table[cols], p))
+
+
+def saved_headroom(directory: Path, fleets: list[str]) -> dict | None:
+    """``{(fleet,): multiplier}`` from the directory's headroom file when it covers
+    every fleet with a number; None otherwise (then headroom is found by simulation)."""
+    path = directory / HEADROOM_FILE
+    if not path.exists():
+        return None
+    saved = pd.read_csv(path)
+    marks = {(str(f),): float(h) for f, h in zip(saved["fleet"], saved["headroom_load_multiplier"]) if h == h}
+    return marks if all((f,) in marks for f in fleets) else None
+
+
 def _run_planner_table(directory: Path, headroom: bool) -> pd.DataFrame:
     scenario = load_scenario(directory / "scenario.yaml")
     summary = pd.read_csv(directory / "summary.csv")
     fleets = pd.read_csv(directory / "fleets.csv")
     pools = pd.read_csv(directory / "pools.csv")
     results = Results(scenario, pd.DataFrame(), pools, summary, fleets, {}, {}, pd.DataFrame())
+    marks = saved_headroom(directory, [f.name for f in scenario.fleets])
+    if marks is not None:  # 'run --planner' already found it: no second simulation
+        return planner_table(fleet_workload_rows(results), ["fleet"], marks)
     return results_planner_table(results, headroom)
 
 

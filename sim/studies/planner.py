@@ -9,7 +9,8 @@ Method (see the README section "Sweeps and planning" for its limits):
    :func:`sim.models.economics.pool_costs` at busy fraction 1, with node-level costs
    charged per accelerator slot (the pool's nodes are shared with the fleet's other
    pools of its type). It is known before any simulation, so candidates can be ranked.
-3. Per type, an analytic lower bound ``ceil(rate / capacity)`` (see
+3. Per type, an analytic starting point ``ceil(rate / capacity)`` (the roofline
+   estimate: optimistic per replica, but not a bound on the simulated minimum) (see
    :mod:`sim.studies.planner_capacity`), then simulation: if the bound meets the SLO, bisect
    down to the fewest replicas that still do; otherwise double until one does, then
    bisect. This is the cheapest single-type pool per type.
@@ -107,16 +108,18 @@ def load_plan(path: str | Path) -> PlanSpec:
 
     Raises:
         UserError: naming the file, the field path and the bad value."""
-    from sim.loader import load_yaml
+    from sim.loader import check_file_kind, load_yaml, resolve_paths
 
     path = Path(path)
     data = load_yaml(path, "plan").data  # strict YAML with limits (issue 11)
+    check_file_kind(data, str(path), "plan")
     if not isinstance(data, dict):
         raise UserError(f"{path}: a plan file must be a YAML mapping")
+    data = resolve_paths(data, path.parent, ("demand",))  # trace paths resolve from the plan file
     try:
         spec = PlanSpec.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(format_validation_error(err, str(path))) from None
+        raise ScenarioError(format_validation_error(err, str(path), model=PlanSpec)) from None
     for cand in spec.candidates:
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
     for q in spec.growth or []:
@@ -283,6 +286,14 @@ class WorkloadSearch:
         return self.cache[key]
 
     def lower_bound(self, acc: str) -> int:
+        """The roofline estimate ``ceil(rate / capacity)``, where the search starts. Not a
+        true lower bound on the simulated minimum, so the report prints it as "roofline
+        estimate": on a KV-limited pool the capacity's batch counts the mean prompt plus
+        the WHOLE mean output per sequence (``kv_tokens // (P + O)``), while the engine's
+        KV blocks grow with the tokens generated so far (about P + O/2 per sequence on
+        average), so the simulated batch, and the capacity, can be larger; and a finite
+        run with an attainment target below 100% can pass slightly above steady-state
+        capacity. The search bisects below the estimate whenever it already passes."""
         return max(1, math.ceil(self.rate / self.capacity[acc])) if math.isfinite(self.capacity[acc]) else 1
 
     def single(self, acc: str) -> int | None:
@@ -347,7 +358,8 @@ class WorkloadPlan:
     mix_cost_usd_per_hour: float
     singles: dict[str, int | None]
     single_costs: dict[str, float]
-    lower_bounds: dict[str, int]
+    lower_bounds: dict[str, int]  # roofline estimate ceil(rate / capacity): where the search starts
+    per_replica: dict[str, int] = field(default_factory=dict)  # accelerators per replica (tp × pp) per type
 
 
 @dataclass
@@ -412,8 +424,14 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
         found = search.best_mix(feasible)
         if found is not None:
             mix, cost = found
+    per_replica = {a: _accelerators_per_replica(spec, name, a) for a in search.types}
     return WorkloadPlan(name, search.rate, {a: n for a, n in mix.items() if n}, cost, singles, costs,
-                        {a: search.lower_bound(a) for a in search.types})
+                        {a: search.lower_bound(a) for a in search.types}, per_replica)
+
+
+def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:
+    fields = pool_fields(spec, workload, accelerator)
+    return int(fields.get("tp", 1)) * int(fields.get("pp", 1))
 
 
 def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanResult:

@@ -1,17 +1,32 @@
-"""The text ``dcsim plan`` prints: per quarter, the chosen pools, their cost, and the
-cheapest single-type fleet for comparison."""
+"""The text ``dcsim plan`` prints: per quarter, the chosen pools, their cost, every
+single-type alternative with its cost, and the check run's verdict for each fleet.
+
+Replica counts are always printed with the accelerators they hold ("6 replicas × tp4
+= 24 b200"); tables go through :func:`sim.results.report_text.table`, so columns line up
+whatever the number of candidates."""
 
 from __future__ import annotations
 
-from sim.studies.planner import PlanResult, QuarterPlan
+from sim.results.report_text import MISSING, table
+from sim.studies.planner import PlanResult, QuarterPlan, WorkloadPlan
 
 
 def _usd(x: float) -> str:
+    if x != x:
+        return MISSING
     return f"${x:,.0f}" if abs(x) >= 100 else f"${x:,.2f}"
 
 
-def _counts(counts: dict[str, int]) -> str:
-    return " + ".join(f"{n}× {a}" for a, n in counts.items() if n) or "—"
+def replicas(n: int, per_replica: int, accelerator: str) -> str:
+    """``n`` replicas of ``per_replica`` accelerators: "6 replicas × tp4 = 24 b200"."""
+    noun = "replica" if n == 1 else "replicas"
+    if per_replica == 1:
+        return f"{n} {noun} = {n} {accelerator}"
+    return f"{n} {noun} × tp{per_replica} = {n * per_replica} {accelerator}"
+
+
+def _counts(w: WorkloadPlan) -> str:
+    return " + ".join(replicas(n, w.per_replica.get(a, 1), a) for a, n in w.mix.items() if n) or MISSING
 
 
 def _power_line(q: QuarterPlan, plan) -> str:
@@ -25,15 +40,41 @@ def _power_line(q: QuarterPlan, plan) -> str:
             + ("" if rent is None or rent != rent else f"; renting instead: {_usd(rent)}/hour"))
 
 
+def options_table(q: QuarterPlan) -> str:
+    """Per workload and candidate type: the roofline estimate (where the search starts,
+    not a bound), the simulated single-type minimum and its full-load $/hour."""
+    rows = []
+    for w in q.workloads:
+        for acc, estimate in w.lower_bounds.items():
+            n = w.singles.get(acc)
+            per = w.per_replica.get(acc, 1)
+            chosen = "chosen" if w.mix == {acc: n} else ""
+            rows.append([w.name, f"{w.rate_per_s:.3g}", acc, str(estimate),
+                         replicas(n, per, acc) if n is not None else "> search cap",
+                         _usd(w.single_costs[acc]) if n is not None else MISSING, chosen])
+    headers = ["workload", "rate (req/s)", "type", "roofline estimate", "single-type minimum", "pool $/hour full load", ""]
+    return table(headers, rows, right=[False, True, False, True, False, True, False])
+
+
+def fleets_table(q: QuarterPlan) -> str:
+    """The chosen fleet and every all-<type> alternative: cost and the check run's verdict."""
+    seed = q.scenario.seed if q.scenario is not None else "?"
+    rows = []
+    for _, r in q.planner.iterrows():
+        verdict = "meets every SLO" if bool(r["meets_slos"]) else "FAILED check run"
+        rows.append([str(r["fleet"]), _usd(r["full_load_cost_usd_per_hour"]), _usd(r["cost_usd_per_hour"]),
+                     _usd(r["capex_usd"]), verdict])
+    headers = ["fleet", "$/hour full load", "$/hour as simulated", "capex", f"check run (seed {seed})"]
+    return table(headers, rows, right=[False, True, True, True, False])
+
+
 def quarter_text(q: QuarterPlan) -> str:
     lines = [f"Quarter {q.quarter}"]
-    lines.append(f"  {'workload':<12} {'rate (req/s)':>12}  {'replicas (chosen)':<28} {'lower bound':<24} single-type minimum")
     for w in q.workloads:
-        bounds = ", ".join(f"{a} {n}" for a, n in w.lower_bounds.items())
-        singles = ", ".join(f"{a} {n if n is not None else '>cap'}" for a, n in w.singles.items())
-        lines.append(f"  {w.name:<12} {w.rate_per_s:>12.3g}  {_counts(w.mix):<28} {bounds:<24} {singles}")
-    table = q.planner.set_index("fleet")
-    plan = table.loc["plan"]
+        lines.append(f"  {w.name}: {_counts(w)}")
+    lines.append(_indent(options_table(q)))
+    table_ = q.planner.set_index("fleet")
+    plan = table_.loc["plan"]
     lines.append(
         f"  chosen fleet: capex {_usd(plan['capex_usd'])}, opex {_usd(plan['opex_usd_per_month'])}/month, "
         f"{_usd(plan['cost_usd_per_hour'])}/hour as simulated ({_usd(q.cost_usd_per_hour)}/hour at full load)"
@@ -48,6 +89,11 @@ def quarter_text(q: QuarterPlan) -> str:
     lines.append(f"  check run (seed {seed}): {verdict}: {attained}")
     if plan["headroom_load_multiplier"] == plan["headroom_load_multiplier"]:
         lines.append(f"  headroom: load × {plan['headroom_load_multiplier']:.2f} still meets every SLO")
+    lines.append(_indent(fleets_table(q)))
+    failed = [str(f) for f, ok in zip(q.planner["fleet"], q.planner["meets_slos"]) if not bool(ok)]
+    if failed:
+        lines.append(f"  FAILED the check run (seed {seed}): {', '.join(failed)}: passed the search seeds only; "
+                     "treat as marginal")
     best = q.cheapest_single
     if best is None:
         lines.append("  no single accelerator type can serve every workload")
@@ -55,16 +101,19 @@ def quarter_text(q: QuarterPlan) -> str:
         acc, cost = best
         saving = cost - q.cost_usd_per_hour
         if all(w.mix == {acc: w.singles.get(acc)} for w in q.workloads):
-            lines.append(f"  the chosen fleet is the cheapest single type, all-{acc} (packed: {_usd(cost)}/hour full load)")
-            return "\n".join(lines)
-        lines.append(
-            f"  cheapest single type: all-{acc} at {_usd(cost)}/hour full load, capex "
-            f"{_usd(table.loc[f'all-{acc}', 'capex_usd'])}; the chosen fleet saves {_usd(saving)}/hour "
-            f"({saving / cost:.1%})"
-        )
+            lines.append(f"  the chosen fleet is the cheapest single type, all-{acc}")
+        else:
+            lines.append(f"  the chosen fleet saves {_usd(saving)}/hour ({saving / cost:.1%}) against the cheapest "
+                         f"single type, all-{acc}")
     return "\n".join(lines)
 
 
+def _indent(text: str) -> str:
+    return "\n".join("  " + line if line else line for line in text.splitlines())
+
+
 def plan_text(result: PlanResult) -> str:
-    head = f"Plan {result.spec.name}: cheapest fleet meeting every SLO ({result.simulations} simulations)"
+    head = (f"Plan {result.spec.name}: cheapest fleet meeting every SLO ({result.simulations} simulations)\n"
+            "roofline estimate: ceil(rate / analytic per-replica capacity), where the search starts; "
+            "the simulated minimum can be lower or higher")
     return "\n\n".join([head, *(quarter_text(q) for q in result.quarters)]) + "\n"

@@ -13,7 +13,8 @@ shared filesystem. Layout of ``--out DIR``::
     base-scenario.yaml          the resolved base scenario (defaults and 'set' filled in)
     runs.parquet, runs.csv      one row per point × workload (i.e. per seed)
     sweep.parquet, sweep.csv    one row per (swept values, fleet, workload): mean and 95%
-                                confidence interval across seeds (Student t)
+                                confidence interval across seeds (t interval on the log
+                                scale, never negative: see :func:`_ci`)
     failures.csv                point id, fleet, seed, overrides, error (may be empty)
 
 A rerun skips points whose file is a complete parquet file (a zero-byte or truncated
@@ -376,8 +377,20 @@ def _failures(spec: SweepSpec, errors: dict[str, str], runs: pd.DataFrame) -> pd
     return pd.DataFrame(rows, columns=["point_id", "fleet", "seed", "overrides", "error"])
 
 
-def _ci(values: pd.Series) -> tuple[float, float, float]:
-    """Mean and Student-t 95% confidence interval of the non-NaN ``values``."""
+FRACTIONS = ("slo_attainment",)  # bounded to [0, 1]; every other AGG_METRIC is >= 0
+
+
+def _ci(values: pd.Series, fraction: bool = False) -> tuple[float, float, float]:
+    """Mean and 95% confidence interval of the non-NaN ``values`` (NaN CI with one seed).
+
+    The metrics are non-negative (latency, throughput, cost) and a Student t interval
+    ``mean ± t·s/√n`` goes below zero with few seeds and a wide spread. When every value
+    is positive the interval is built on the log scale instead (delta method:
+    ``log x̄ ± t·(s/√n)/x̄``, back-transformed to ``x̄·exp(±t·(s/√n)/x̄)``): it keeps the
+    mean inside, is positive, and matches the t interval when the spread is small.
+    Fractions (SLO attainment) and series with a zero use the t interval clipped to
+    [0, 1] or [0, ∞). Source: Casella & Berger, Statistical Inference (2002), 5.5.4
+    (delta method)."""
     v = values.dropna().astype(float)
     n = len(v)
     if n == 0:
@@ -385,8 +398,13 @@ def _ci(values: pd.Series) -> tuple[float, float, float]:
     mean = float(v.mean())
     if n == 1:
         return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
-    return mean, mean - half, mean + half
+    t = float(stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1))
+    se = float(v.std(ddof=1)) / math.sqrt(n)
+    if not fraction and (v > 0).all():
+        factor = math.exp(t * se / mean)
+        return mean, mean / factor, mean * factor
+    upper = 1.0 if fraction else math.inf
+    return mean, max(mean - t * se, 0.0), min(mean + t * se, upper)
 
 
 def aggregate(runs: pd.DataFrame, fields: list[str]) -> pd.DataFrame:
@@ -404,7 +422,7 @@ def aggregate(runs: pd.DataFrame, fields: list[str]) -> pd.DataFrame:
         row["unstable_seeds"] = int(g["unstable"].astype(bool).sum())
         for metric in AGG_METRICS:
             if metric in g:
-                row[f"{metric}_mean"], row[f"{metric}_ci95_lo"], row[f"{metric}_ci95_hi"] = _ci(g[metric])
+                row[f"{metric}_mean"], row[f"{metric}_ci95_lo"], row[f"{metric}_ci95_hi"] = _ci(g[metric], metric in FRACTIONS)
         out.append(row)
     return pd.DataFrame(out)
 

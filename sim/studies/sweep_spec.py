@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ScenarioError, UserError
-from sim.loader import load_yaml
+from sim.loader import check_file_kind, load_yaml, resolve_paths
 from sim.scenario import Scenario, load_scenario, parse_scenario
 
 SWEEP_KEYS = {"base", "set", "grid", "fleets", "seeds", "name", "description"}
@@ -143,6 +143,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
     path = Path(path)
     loaded = load_yaml(path, "sweep")
     data, text = loaded.data, loaded.text
+    check_file_kind(data, str(path), "sweep")
     if not isinstance(data, dict) or "grid" not in data and "base" not in data:
         raise UserError(f"{path}: a sweep file is a mapping with 'base' and 'grid' keys")
     unknown = sorted(set(data) - SWEEP_KEYS)
@@ -163,7 +164,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
 
 def _load_base(path: Path, base: Any) -> Scenario:
     if isinstance(base, dict):
-        return parse_scenario(base, f"{path} (inline base)")
+        return parse_scenario(resolve_paths(base, path.parent), f"{path} (inline base)")
     if isinstance(base, str):
         return load_scenario(path.parent / base)
     raise UserError(f"{path}: 'base' must be a scenario path (relative to the sweep file) or a mapping, got {base!r}")

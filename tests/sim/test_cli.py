@@ -234,3 +234,33 @@ def test_progress_bar_is_silent_off_a_terminal(capsys):
 )
 def test_numbers_are_formatted_for_people(value, fn, expected):
     assert fn(value) == expected
+
+
+def test_version_prints_the_pyproject_version():
+    import tomllib
+
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"dcsim {expected}\n"
+
+
+def test_export_reuses_the_headroom_run_planner_found(tmp_path, monkeypatch):
+    import sim.studies.headroom
+
+    scenario = write_scenario(tmp_path / "small.yaml")
+    out, first = tmp_path / "out", tmp_path / "first.csv"
+    result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(out), "--planner", str(first), "-q"])
+    assert result.exit_code == 0, result.output
+    found = pd.read_csv(first)["headroom_load_multiplier"]
+    assert found.notna().all()
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("export simulated headroom again")
+
+    monkeypatch.setattr(sim.studies.headroom, "headroom_multiplier", no_simulation)
+    again = tmp_path / "again.csv"
+    result = CliRunner().invoke(app, ["export", str(out), "--planner", str(again)])
+    assert result.exit_code == 0, result.output
+    # the same table, numbers equal to CSV precision (export rebuilds it from DIR's CSVs)
+    assert_frame_equal(pd.read_csv(again), pd.read_csv(first), check_exact=False, rtol=1e-6)

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.cli import main
+from sim.loader import resolve_paths
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = REPO / "scenarios"
@@ -42,7 +43,7 @@ def _kind(path: Path) -> str:
 
 
 # JSON round trip: YAML aliases in the files must not make one mutation land in many places
-SCENARIOS = {p.name: json.loads(json.dumps(yaml.safe_load(p.read_text()))) for p in sorted(SCENARIO_DIR.glob("*.yaml")) if _kind(p) == "scenario"}
+SCENARIOS = {p.name: json.loads(json.dumps(resolve_paths(yaml.safe_load(p.read_text()), p.parent))) for p in sorted(SCENARIO_DIR.glob("*.yaml")) if _kind(p) == "scenario"}
 SWEEPS = {p.name: p for p in sorted(SCENARIO_DIR.glob("*.yaml")) if _kind(p) == "sweep"}
 FUZZ_EXAMPLES = 70  # per family, slow test: 8 families -> 560 cases
 QUICK_EXAMPLES = 4

@@ -13,6 +13,7 @@ import yaml
 from sim.engine.demand import generate_demand
 from sim.results.tables import run_scenario
 from sim.scenario import fleet_workloads, parse_scenario
+from sim.loader import resolve_paths
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -20,7 +21,7 @@ SHARED = ROOT.parent / "shared" / "data"
 
 
 def shortened(path: Path, duration_s: float = 40.0):
-    data = yaml.safe_load(path.read_text())
+    data = resolve_paths(yaml.safe_load(path.read_text()), path.parent)  # trace paths: beside the file
     if "workloads" not in data:  # sweep or plan files have their own tests
         pytest.skip(f"{path.name} is not a run scenario")
     data["duration_s"] = min(float(data["duration_s"]), duration_s)

@@ -26,6 +26,7 @@ from sim.engine.demand import generate_demand
 from sim.engine.core import simulate
 from sim.results.tables import run_scenario
 from sim.scenario import parse_scenario
+from sim.loader import resolve_paths
 
 REPO = Path(__file__).resolve().parents[3]
 from shared_data import TRACES, require_file  # noqa: E402
@@ -39,6 +40,7 @@ DRAIN_S = 600.0
 def shortened(yaml_name: str, **arrival_overrides):
     """The repository scenario with duration_s/drain_s (and arrival fields) overridden."""
     data = yaml.safe_load((REPO / "scenarios" / yaml_name).read_text(encoding="utf-8"))
+    data = resolve_paths(data, REPO / "scenarios")  # trace paths: beside the file
     data["duration_s"] = DURATION_S
     data["warmup_s"] = 0.0
     data["drain_s"] = DRAIN_S

@@ -88,7 +88,7 @@ def test_plan_example_runs_shortened(tmp_path):
     plan.write_text(yaml.safe_dump(data), encoding="utf-8")
     done = run_cli("plan", plan, "--out", tmp_path / "out", "--planner", tmp_path / "p.csv")
     assert done.returncode == 0, done.stderr
-    assert "Quarter 2026Q1" in done.stdout and "cheapest single type" in done.stdout
+    assert "Quarter 2026Q1" in done.stdout and "single type" in done.stdout
     df = pd.read_csv(tmp_path / "out" / "plan.csv")
     assert set(df["quarter"]) == {"2026Q1", "2026Q2"} and "plan" in set(df["fleet"])
     assert {"full_load_cost_usd_per_hour", "meets_slos", "capex_usd", "tco_usd"} <= set(df.columns)

@@ -3,6 +3,8 @@ real Dask LocalCluster with two worker processes."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
@@ -35,7 +37,7 @@ def test_dask_local_cluster_matches_serial(tmp_path):
     assert (ok["ttft_p99_s_mean"] <= ok["ttft_p99_s_ci95_hi"]).all()
 
 
-def test_process_pool_matches_serial_and_ci_is_student_t(tmp_path):
+def test_process_pool_matches_serial_and_ci_is_log_scale_t(tmp_path):
     from scipy import stats
 
     spec = load_sweep(write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [3]}, seeds=3, fleets=["b200"]))
@@ -47,5 +49,7 @@ def test_process_pool_matches_serial_and_ci_is_student_t(tmp_path):
     x = runs["cost_per_request_usd"]
     half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / 3 ** 0.5
     assert table["cost_per_request_usd_mean"].iloc[0] == pytest.approx(x.mean())
-    assert table["cost_per_request_usd_ci95_hi"].iloc[0] == pytest.approx(x.mean() + half)
+    # t interval on the log scale (delta method): mean · exp(± half / mean)
+    assert table["cost_per_request_usd_ci95_hi"].iloc[0] == pytest.approx(x.mean() * math.exp(half / x.mean()))
+    assert table["cost_per_request_usd_ci95_lo"].iloc[0] == pytest.approx(x.mean() / math.exp(half / x.mean()))
     assert (tmp_path / "pool" / "base-scenario.yaml").exists() and (tmp_path / "pool" / "sweep.yaml").exists()

@@ -30,6 +30,10 @@ def test_infeasible_point_is_recorded_and_sweep_exits_0(tmp_path):
     assert len(table) == 3
     assert not ((table["fleets.h100.pools.chat.tp"] == 16) & (table["fleet"] == "h100")).any()
     assert len(list((out / "points").glob("*.parquet"))) == 3
+    # the result table on stdout: one row per table row, under its header
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["tp", "fleet", "workload"] and "Pareto" in lines[0]
+    assert len([line for line in lines[2:] if " chat " in line]) == 3
 
 
 def test_strict_exits_1_on_a_failed_point(tmp_path):
