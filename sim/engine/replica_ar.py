@@ -94,7 +94,8 @@ class ARReplica(TimerDriven):
         self._version = 0
         self.acc = 0.0
         self.seq = count()
-        self.listeners: list = []
+        self.listeners: list = []  # central-queue routers, pulled when a slot frees
+        self.watchers: list = []  # (router index, i): told when outstanding/queued change
         self._timer = None  # the pending timeout this replica acts on; others are stale
         self._busy = False
         self._cuttable = False
@@ -198,6 +199,8 @@ class ARReplica(TimerDriven):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
+        for index, i in self.watchers:
+            index.changed(i)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -232,6 +235,8 @@ class ARReplica(TimerDriven):
             freed = True
             self.run.request_finished()
         if freed:
+            for index, i in self.watchers:
+                index.changed(i)
             for listener in self.listeners:
                 listener.pull(self)
             if len(self.order) > 2 * self.n_running + 64:
@@ -251,6 +256,9 @@ class ARReplica(TimerDriven):
             victim.preemptions += 1
             self.waiting.appendleft(victim)
             preempted = True
+        if preempted:
+            for index, i in self.watchers:
+                index.changed(i)
         return preempted
 
     def _admit(self) -> list[Request]:
@@ -277,6 +285,9 @@ class ARReplica(TimerDriven):
             budget -= tokens
             self._add_running(req, tokens)
             admitted.append(req)
+        if admitted:
+            for index, i in self.watchers:
+                index.changed(i)
         return admitted
 
     def _head_fits(self, counter: int) -> bool:
