@@ -101,6 +101,7 @@ class ARReplica(TimerDriven):
         self._cuttable = False
         # the iteration(s) in flight
         self._priority = replica_priority(pool.index, index)
+        self._on_timer_callbacks = (self._on_timer,)
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)

@@ -68,6 +68,7 @@ class StepReplica(TimerDriven):
         self._busy = False
         self._cuttable = False
         self._priority = replica_priority(pool.index, index)
+        self._on_timer_callbacks = (self._on_timer,)
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
