@@ -38,8 +38,8 @@ one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration cou
 
 The replica is a small state machine driven by SimPy events (``Event.callbacks``), not a
 generator process: cutting a stretch schedules a new timer for the earlier boundary and
-the superseded one fires later and is ignored, so a cut costs one event and no generator
-``throw``.
+cancels the superseded one (SimPy still pops its queue entry but runs nothing for it),
+so a cut costs one event and no generator ``throw``.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class TimerDriven:
 
     def _on_timer(self, timer) -> None:
         if timer is not self._timer:
-            return  # superseded by a cut
+            return  # cancelled timers run no callback; a guard for settle()'s cleared timer
         self._timer = None
         self._finish()
         self._boundary()
