@@ -31,6 +31,7 @@ from sim.engine.replica_step import StepReplica
 from sim.engine.request import STATUS_NAMES, Request
 from sim.engine.router import Router
 from sim.engine.run import RunContext, events_processed
+from sim.engine.timer import Rearmable
 from sim.errors import PlacementError
 from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads, split_serves
 from sim.engine.shapes import STAGE_CODES, picture_shape
@@ -193,12 +194,12 @@ class _ArrivalFeed:
         self.images = d.images.tolist() if d.images is not None else None
         self.cfg = d.cfg.tolist() if d.cfg is not None else None
         self.i = 0
+        self.timer = Rearmable(self.env, self._arrive)
         if self.times:
             self._schedule()
 
     def _schedule(self) -> None:
-        timer = self.env.timeout(self.times[self.i] - self.env.now)
-        timer.callbacks.append(self._arrive)
+        self.timer.arm(self.times[self.i] - self.env.now)
 
     def _arrive(self, _event) -> None:
         now, times, n = self.env.now, self.times, len(self.times)

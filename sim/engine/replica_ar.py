@@ -38,8 +38,8 @@ one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration cou
 
 The replica is a small state machine driven by SimPy events (``Event.callbacks``), not a
 generator process: cutting a stretch schedules a new timer for the earlier boundary and
-the superseded one fires later and is ignored, so a cut costs one event and no generator
-``throw``.
+cancels the superseded one (SimPy still pops its queue entry but runs nothing for it),
+so a cut costs one event and no generator ``throw``.
 """
 
 from __future__ import annotations
@@ -94,12 +94,14 @@ class ARReplica(TimerDriven):
         self._version = 0
         self.acc = 0.0
         self.seq = count()
-        self.listeners: list = []
+        self.listeners: list = []  # central-queue routers, pulled when a slot frees
+        self.watchers: list = []  # (router index, i): told when outstanding/queued change
         self._timer = None  # the pending timeout this replica acts on; others are stale
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
         self._priority = replica_priority(pool.index, index)
+        self._on_timer_callbacks = (self._on_timer,)
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
@@ -198,6 +200,8 @@ class ARReplica(TimerDriven):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
+        for index, i in self.watchers:
+            index.changed(i)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -232,6 +236,8 @@ class ARReplica(TimerDriven):
             freed = True
             self.run.request_finished()
         if freed:
+            for index, i in self.watchers:
+                index.changed(i)
             for listener in self.listeners:
                 listener.pull(self)
             if len(self.order) > 2 * self.n_running + 64:
@@ -251,6 +257,9 @@ class ARReplica(TimerDriven):
             victim.preemptions += 1
             self.waiting.appendleft(victim)
             preempted = True
+        if preempted:
+            for index, i in self.watchers:
+                index.changed(i)
         return preempted
 
     def _admit(self) -> list[Request]:
@@ -277,6 +286,9 @@ class ARReplica(TimerDriven):
             budget -= tokens
             self._add_running(req, tokens)
             admitted.append(req)
+        if admitted:
+            for index, i in self.watchers:
+                index.changed(i)
         return admitted
 
     def _head_fits(self, counter: int) -> bool:

@@ -20,7 +20,8 @@ class ServiceReplica:
         self.waiting: deque[Request] = deque()
         self.busy = 0
         self.outstanding = 0
-        self.listeners: list = []
+        self.listeners: list = []  # central-queue routers, pulled when a slot frees
+        self.watchers: list = []  # (router index, i): told when outstanding/queued change
 
     @property
     def queued(self) -> int:
@@ -37,6 +38,8 @@ class ServiceReplica:
             self._start(req)
         else:
             self.waiting.append(req)
+        for index, i in self.watchers:
+            index.changed(i)
 
     def _start(self, req: Request) -> None:
         self.busy += 1
@@ -59,5 +62,7 @@ class ServiceReplica:
         self.run.request_finished()
         if self.waiting:
             self._start(self.waiting.popleft())
+        for index, i in self.watchers:
+            index.changed(i)
         for listener in self.listeners:
             listener.pull(self)

@@ -62,11 +62,13 @@ class StepReplica(TimerDriven):
         self.steps_done = 0
         self.acc = 0.0
         self.seq = count()
-        self.listeners: list = []
+        self.listeners: list = []  # central-queue routers, pulled when a slot frees
+        self.watchers: list = []  # (router index, i): told when outstanding/queued change
         self._timer = None
         self._busy = False
         self._cuttable = False
         self._priority = replica_priority(pool.index, index)
+        self._on_timer_callbacks = (self._on_timer,)
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
@@ -97,6 +99,8 @@ class StepReplica(TimerDriven):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
+        for index, i in self.watchers:
+            index.changed(i)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -157,6 +161,8 @@ class StepReplica(TimerDriven):
     def _leave(self, req: Request) -> None:
         self.members -= 1
         self.outstanding -= 1
+        for index, i in self.watchers:
+            index.changed(i)
         self.reserved -= req.reserved_bytes
         req.phases = ()
         self.pool.finish_leg(req)
@@ -170,7 +176,7 @@ class StepReplica(TimerDriven):
             self._enter_phase(req)
 
     def _admit(self) -> None:
-        now = self.env.now
+        now, waiting = self.env.now, len(self.waiting)
         while self.waiting and self._admissible(self.waiting[0]):
             req = self.waiting.popleft()
             if req.leg == 0:
@@ -181,6 +187,9 @@ class StepReplica(TimerDriven):
             self.reserved += req.reserved_bytes
             req.phase = _first(req)
             self._enter_phase(req)
+        if len(self.waiting) != waiting:
+            for index, i in self.watchers:
+                index.changed(i)
 
     # --- steps ---------------------------------------------------------------------
     # While the batch does not change every step costs the same t, and step j of the

@@ -11,46 +11,83 @@ Policies (registered by name, picked by the fleet's ``router:`` key):
   replica has a free batch slot (outstanding < max_batch); with max_batch 1 and
   exponential service this is the M/M/c queue.
 
-Ties go to the lowest replica index, so runs are deterministic.
+Ties go to the lowest replica index (the first in the router's replica list: pools in
+the fleet's order, replicas in index order), so runs are deterministic.
+
+Cost per dispatch does not grow with the replica count: the keyed policies keep, per
+pool, a binary heap of (key, position) with lazy invalidation (:class:`_MinIndex`). A
+replica calls :meth:`_MinIndex.changed` whenever its ``outstanding`` or ``queued`` count
+changes (its ``watchers``); the new key is pushed and entries whose key is no longer the
+replica's current one are dropped when they reach the top, so a choice is the minimum
+of one heap top per eligible pool: O(pools + log replicas) amortised, the same replica a
+linear ``min`` over the router's replica list picks (checked against a linear scan by
+``tests/sim/engine/test_router_index.py``). Within a pool every replica has the same
+``max_batch``, so for the central queue a pool has a free slot exactly when its
+least-outstanding replica has one. Which pools can hold a request is looked up once per
+distinct set of pool verdicts, not rebuilt per arrival.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from operator import attrgetter
+from heapq import heapify, heappop, heappush
 from typing import Callable
 
 from sim.engine.request import REJECTED, Request
 
-Policy = Callable[["Router", list], object]
+QUEUED_SHIFT = 40  # join_shortest_queue key: queued << 40 | outstanding (2**40 requests)
 
 
-def _round_robin(router: "Router", replicas: list):
-    router.next_index = (router.next_index + 1) % len(replicas)
-    return replicas[router.next_index]
+def _outstanding_key(replica) -> int:
+    return replica.outstanding
 
 
-def _least_outstanding(router: "Router", replicas: list):
-    return min(replicas, key=_OUTSTANDING)
+def _queued_then_outstanding_key(replica) -> int:
+    return (replica.queued << QUEUED_SHIFT) + replica.outstanding
 
 
-def _join_shortest_queue(router: "Router", replicas: list):
-    return min(replicas, key=_queued_then_outstanding)
+class _MinIndex:
+    """The replicas of one pool as one router sees them: the one with the smallest
+    ``key``, ties to the smallest router position, in O(log n) amortised per change.
 
+    Args:
+        replicas: the pool's replicas, in order.
+        base: router position of ``replicas[0]`` (positions are ``base + i``).
+        key: replica -> int, the quantity minimised.
+    """
 
-_OUTSTANDING = attrgetter("outstanding")  # a counter kept by every replica type
+    __slots__ = ("replicas", "base", "key", "keys", "heap", "limit")
 
+    def __init__(self, replicas: list, base: int, key: Callable[[object], int]) -> None:
+        self.replicas = replicas
+        self.base = base
+        self.key = key
+        self.keys = [key(r) for r in replicas]
+        self.limit = 2 * len(replicas) + 64  # compaction threshold for stale entries
+        self._rebuild()
 
-def _queued_then_outstanding(replica) -> tuple[int, int]:
-    return replica.queued, replica.outstanding
+    def _rebuild(self) -> None:
+        self.heap = [(k, self.base + i) for i, k in enumerate(self.keys)]
+        heapify(self.heap)
 
+    def changed(self, i: int) -> None:
+        """Replica ``i`` (index within the pool) may have a new key."""
+        k = self.key(self.replicas[i])
+        if k != self.keys[i]:
+            self.keys[i] = k
+            heap = self.heap
+            heappush(heap, (k, self.base + i))
+            if len(heap) > self.limit:
+                self._rebuild()
 
-POLICIES: dict[str, Policy] = {
-    "round_robin": _round_robin,
-    "least_outstanding": _least_outstanding,
-    "join_shortest_queue": _join_shortest_queue,
-    "central_queue": _least_outstanding,
-}
+    def top(self) -> tuple[int, int]:
+        """(key, router position) of the minimum."""
+        heap, keys, base = self.heap, self.keys, self.base
+        while True:
+            entry = heap[0]
+            if keys[entry[1] - base] == entry[0]:
+                return entry
+            heappop(heap)
 
 
 class Router:
@@ -64,14 +101,29 @@ class Router:
     """
 
     def __init__(self, run, policy: str, pools: list) -> None:
+        if policy not in POLICIES:
+            raise KeyError(policy)
         self.run = run
         self.policy_name = policy
-        self.choose = POLICIES[policy]
         self.central = policy == "central_queue"
         self.pools = pools
         self.replicas = [r for p in pools for r in p.replicas]
         self.next_index = -1
         self.queue: deque[Request] = deque()
+        self._all = tuple(range(len(pools)))
+        self._subsets: dict[tuple[bool, ...], object] = {}
+        key = POLICIES[policy]
+        self.indexes: list[_MinIndex | None] = []
+        base = 0
+        for p in pools:
+            index = None
+            if key is not None and p.replicas:
+                index = _MinIndex(p.replicas, base, key)
+                for i, replica in enumerate(p.replicas):
+                    replica.watchers.append((index, i))
+            self.indexes.append(index)
+            base += len(p.replicas)
+        self._keyed = key is not None
         if self.central:
             for replica in self.replicas:
                 replica.listeners.append(self)
@@ -85,25 +137,50 @@ class Router:
 
     def forward(self, req: Request) -> None:
         """Route a request arriving from an earlier stage of its journey."""
-        self._route(req, self.replicas)
+        self._route(req, self._all if self._keyed else self.replicas)
 
-    def _route(self, req: Request, candidates: list) -> None:
-        if self.central:
-            free = [r for r in candidates if r.has_slot]
-            if not free or self.queue:
-                self.queue.append(req)
-                return
-            candidates = free
-        self._send(self.choose(self, candidates), req)
+    def _route(self, req: Request, candidates) -> None:
+        """``candidates``: pool slots (keyed policies) or the replica list (round robin)."""
+        if not self._keyed:
+            self.next_index = (self.next_index + 1) % len(candidates)
+            self._send(candidates[self.next_index], req)
+            return
+        if self.central and self.queue:
+            self.queue.append(req)
+            return
+        best = None
+        indexes = self.indexes
+        for slot in candidates:
+            index = indexes[slot]
+            if index is None:
+                continue
+            entry = index.top()
+            if self.central and entry[0] >= index.replicas[0].max_batch:
+                continue  # the pool's least-loaded replica is full: so is every other
+            if best is None or entry < best:
+                best = entry
+        if best is None:
+            self.queue.append(req)  # central queue: no free slot (else: no replica at all)
+            return
+        self._send(self.replicas[best[1]], req)
 
-    def _eligible(self, req: Request) -> list | None:
-        """Replicas whose pool can hold ``req``; None (and the request rejected) if none."""
+    def _eligible(self, req: Request):
+        """Pools (or, round robin, replicas) that can hold ``req``; None (and the request
+        rejected) if none."""
         reasons = [p.reject_reason(req) for p in self.pools]
         if not any(reasons):
-            return self.replicas
-        ok = [r for p, why in zip(self.pools, reasons) if not why for r in p.replicas]
-        if ok:
-            return ok
+            return self._all if self._keyed else self.replicas
+        mask = tuple(not why for why in reasons)
+        subset = self._subsets.get(mask)
+        if subset is None:
+            ok_pools = tuple(s for s, fits in enumerate(mask) if fits)
+            if self._keyed:
+                subset = ok_pools if any(self.pools[s].replicas for s in ok_pools) else ()
+            else:
+                subset = [r for s in ok_pools for r in self.pools[s].replicas]
+            self._subsets[mask] = subset
+        if subset:
+            return subset
         req.status = REJECTED
         req.reason = reasons[0]
         self.run.request_finished()
@@ -141,3 +218,18 @@ class Router:
         self.queue.popleft()
         self._send(replica, req)
         return True
+
+
+POLICIES: dict[str, Callable[[object], int] | None] = {
+    "round_robin": None,
+    "least_outstanding": _outstanding_key,
+    "join_shortest_queue": _queued_then_outstanding_key,
+    "central_queue": _outstanding_key,
+}
+"""Policy name -> the replica key it minimises (None: round robin, no key)."""
+
+
+def notify_watchers(replica) -> None:
+    """Tell the routers' indexes that ``replica``'s ``outstanding`` or ``queued`` changed."""
+    for index, i in replica.watchers:
+        index.changed(i)

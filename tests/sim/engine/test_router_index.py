@@ -1,0 +1,300 @@
+"""The indexed routers (per-pool heaps with lazy invalidation, :mod:`sim.engine.router`)
+against a second implementation: the linear scan the engine used before, kept here as
+:class:`LinearRouter` (``min`` over the router's replica list, so ties go to the first
+replica in list order; the central queue filters replicas with a free slot first).
+
+1. Unit level: generated sequences of arrivals (some pools unable to hold the request),
+   completions, and changes of the replicas' waiting queues, over 1 to 300 replicas in
+   1 to 4 pools of different ``max_batch``; before every dispatch the linear scan names
+   the replica (or the central queue) and the indexed router must pick the same one.
+2. Whole runs: the generated scenarios of the fast/exact differential test, simulated
+   with each router class; every request's outcome must be identical.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import sim.engine.core as core
+from sim.engine.request import REJECTED
+from sim.engine.router import Router
+
+CI = bool(os.environ.get("CI"))
+POLICY_NAMES = ["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"]
+
+
+class LinearRouter(Router):
+    """The reference: the pre-index router, a linear scan per dispatch."""
+
+    def __init__(self, run, policy: str, pools: list) -> None:  # noqa: D107 - no index
+        self.run = run
+        self.policy_name = policy
+        self.central = policy == "central_queue"
+        self.pools = pools
+        self.replicas = [r for p in pools for r in p.replicas]
+        self.next_index = -1
+        self.queue = deque()
+        if self.central:
+            for replica in self.replicas:
+                replica.listeners.append(self)
+
+    def choose(self, candidates: list):
+        if self.policy_name == "round_robin":
+            self.next_index = (self.next_index + 1) % len(candidates)
+            return candidates[self.next_index]
+        if self.policy_name == "join_shortest_queue":
+            return min(candidates, key=lambda r: (r.queued, r.outstanding))
+        return min(candidates, key=lambda r: r.outstanding)
+
+    def dispatch(self, req) -> None:
+        candidates = self._eligible(req)
+        if candidates is not None:
+            self._route(req, candidates)
+
+    def forward(self, req) -> None:
+        self._route(req, self.replicas)
+
+    def _route(self, req, candidates: list) -> None:
+        if self.central:
+            free = [r for r in candidates if r.has_slot]
+            if not free or self.queue:
+                self.queue.append(req)
+                return
+            candidates = free
+        self._send(self.choose(candidates), req)
+
+    def _eligible(self, req):
+        reasons = [p.reject_reason(req) for p in self.pools]
+        if not any(reasons):
+            return self.replicas
+        ok = [r for p, why in zip(self.pools, reasons) if not why for r in p.replicas]
+        if ok:
+            return ok
+        req.status = REJECTED
+        req.reason = reasons[0]
+        self.run.request_finished()
+        return None
+
+
+# --- 1. unit level: fake replicas --------------------------------------------------------
+class FakeRun:
+    def __init__(self) -> None:
+        self.finished = 0
+
+    def request_finished(self) -> None:
+        self.finished += 1
+
+
+class FakeReq:
+    def __init__(self, ok: tuple[bool, ...], arrival_at_s: float) -> None:
+        self.ok = ok  # per pool: can it hold this request?
+        self.arrival_at_s = arrival_at_s
+        self.pool = -1
+        self.cur_pool = -1
+        self.share_s = 0.0
+        self.pool_shares = ()
+        self.status = ""
+        self.reason = ""
+
+
+class FakePool:
+    def __init__(self, index: int, n: int, max_batch: int) -> None:
+        self.index = index
+        self.replicas = [FakeReplica(self, i, max_batch) for i in range(n)]
+
+    def reject_reason(self, req: FakeReq) -> str:
+        return "" if req.ok[self.index] else f"pool{self.index}_too_small"
+
+    def prepare(self, req: FakeReq) -> None:
+        pass
+
+
+class FakeReplica:
+    """The counters a router reads, changed the way the engine's replicas change them
+    (and telling the routers' indexes, as they do)."""
+
+    def __init__(self, pool: FakePool, index: int, max_batch: int) -> None:
+        self.pool = pool
+        self.index = index
+        self.max_batch = max_batch
+        self.outstanding = 0
+        self.queued = 0
+        self.watchers: list = []
+        self.listeners: list = []
+        self.received: list = []
+
+    @property
+    def has_slot(self) -> bool:
+        return self.outstanding < self.max_batch
+
+    def _tell(self) -> None:
+        for index, i in self.watchers:
+            index.changed(i)
+
+    def submit(self, req: FakeReq) -> None:
+        self.outstanding += 1
+        self.queued += 1
+        self.received.append(req)
+        self._tell()
+
+    def admit(self, k: int) -> None:
+        self.queued -= min(k, self.queued)
+        self._tell()
+
+    def preempt(self, k: int) -> None:
+        self.queued += min(k, self.outstanding - self.queued)
+        self._tell()
+
+    def finish(self) -> None:
+        if self.outstanding > self.queued:
+            self.outstanding -= 1
+            self._tell()
+            for listener in self.listeners:
+                listener.pull(self)
+
+
+def build_pools(sizes: list[tuple[int, int]]) -> list[FakePool]:
+    return [FakePool(i, n, mb) for i, (n, mb) in enumerate(sizes)]
+
+
+def expected_target(ref: LinearRouter, req: FakeReq):
+    """The replica the linear scan sends ``req`` to; "queue" or "reject" otherwise
+    (evaluated on a throw-away copy of the round-robin cursor)."""
+    cursor = ref.next_index
+    reasons = [p.reject_reason(req) for p in ref.pools]
+    if not any(reasons):
+        cands = ref.replicas
+    else:
+        cands = [r for p, why in zip(ref.pools, reasons) if not why for r in p.replicas]
+        if not cands:
+            return "reject"
+    if ref.central:
+        free = [r for r in cands if r.has_slot]
+        if not free or ref.queue:
+            return "queue"
+        cands = free
+    choice = ref.choose(cands)
+    ref.next_index = cursor
+    return choice
+
+
+pool_sizes = st.lists(st.tuples(st.integers(0, 120), st.integers(1, 8)), min_size=1, max_size=4).filter(
+    lambda s: 1 <= sum(n for n, _ in s) <= 300
+)
+
+
+@st.composite
+def operations(draw, n_pools: int, n_replicas: int):
+    kinds = st.sampled_from(["arrive", "arrive", "arrive", "finish", "finish", "admit", "preempt"])
+    ops = []
+    for _ in range(draw(st.integers(1, 400))):
+        kind = draw(kinds)
+        if kind == "arrive":
+            all_ok = draw(st.booleans())
+            ok = tuple(True for _ in range(n_pools)) if all_ok else tuple(
+                draw(st.lists(st.booleans(), min_size=n_pools, max_size=n_pools))
+            )
+            ops.append((kind, ok))
+        else:
+            ops.append((kind, draw(st.integers(0, n_replicas - 1)), draw(st.integers(1, 3))))
+    return ops
+
+
+@settings(max_examples=150, deadline=None, derandomize=CI, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), policy=st.sampled_from(POLICY_NAMES), sizes=pool_sizes)
+def test_indexed_router_picks_what_the_linear_scan_picks(data, policy, sizes):
+    # two identical fleets of fake replicas, one behind each router, driven in lockstep
+    ref_pools, new_pools = build_pools(sizes), build_pools(sizes)
+    ref, new = LinearRouter(FakeRun(), policy, ref_pools), Router(FakeRun(), policy, new_pools)
+    ops = data.draw(operations(len(sizes), len(ref.replicas)))
+    for step, op in enumerate(ops):
+        if op[0] == "arrive":
+            r_req, n_req = FakeReq(op[1], float(step)), FakeReq(op[1], float(step))
+            want = expected_target(ref, r_req)
+            ref.dispatch(r_req)
+            new.dispatch(n_req)
+            if want == "reject":
+                assert n_req.status == REJECTED and n_req.reason == r_req.reason
+            elif want == "queue":
+                assert new.queue and new.queue[-1] is n_req
+            else:
+                got = new.replicas.index(next(r for r in new.replicas if r.received and r.received[-1] is n_req))
+                assert got == ref.replicas.index(want), f"step {step}: {policy} picked {got}"
+        else:
+            kind, i, k = op
+            for router in (ref, new):
+                replica = router.replicas[i]
+                if kind == "finish":
+                    replica.finish()
+                elif kind == "admit":
+                    replica.admit(k)
+                else:
+                    replica.preempt(k)
+        for a, b in zip(ref.replicas, new.replicas):
+            assert (a.outstanding, a.queued, len(a.received)) == (b.outstanding, b.queued, len(b.received))
+        assert len(ref.queue) == len(new.queue)
+
+
+def test_ties_go_to_the_first_replica_in_list_order_across_pools():
+    """Hand case: every replica idle, so each keyed policy takes the first replica of the
+    first pool that can hold the request; after it, the next one in list order."""
+    for policy in ("least_outstanding", "join_shortest_queue", "central_queue"):
+        pools = build_pools([(3, 2), (2, 2)])
+        router = Router(FakeRun(), policy, pools)
+        req = FakeReq((False, True), 0.0)
+        router.dispatch(req)
+        assert pools[1].replicas[0].received == [req]
+        req2 = FakeReq((True, True), 1.0)
+        router.dispatch(req2)
+        assert pools[0].replicas[0].received == [req2]
+        router.dispatch(FakeReq((True, True), 2.0))
+        assert pools[0].replicas[1].outstanding == 1  # replica 0 now holds one
+
+
+def test_central_queue_queues_when_every_eligible_replica_is_full():
+    pools = build_pools([(2, 1), (1, 1)])
+    router = Router(FakeRun(), "central_queue", pools)
+    for t in range(2):
+        router.dispatch(FakeReq((True, False), float(t)))
+    held = FakeReq((True, False), 2.0)
+    router.dispatch(held)  # pool 1 is free but cannot hold it
+    assert list(router.queue) == [held]
+    later = FakeReq((True, True), 3.0)
+    router.dispatch(later)  # FIFO: queued behind the first even though pool 1 is free
+    assert list(router.queue) == [held, later]
+    pools[0].replicas[1].admit(1)
+    pools[0].replicas[1].finish()  # frees a slot: the oldest queued request goes there
+    assert pools[0].replicas[1].received[-1] is held and list(router.queue) == [later]
+
+
+# --- 2. whole runs -------------------------------------------------------------------------
+from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze  # noqa: E402
+
+from sim.scenario import parse_scenario  # noqa: E402
+
+
+@diff_settings(25)
+@given(data=st.data())
+def test_whole_runs_match_the_linear_router(tmp_path_factory, data, monkeypatch_module):
+    scenario = data.draw(scenarios(tmp_path_factory.mktemp("trace"), max_workloads=2))
+    squeeze(scenario)
+    assume(placeable(scenario))
+    parsed = parse_scenario(scenario, "router-diff")
+    indexed = core.simulate(parsed).requests
+    monkeypatch_module.setattr(core, "Router", LinearRouter)
+    try:
+        linear = core.simulate(parsed).requests
+    finally:
+        monkeypatch_module.undo()
+    assert indexed.equals(linear), "indexed and linear routers disagree on a request outcome"
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
