@@ -27,6 +27,8 @@ from sim.studies.headroom import results_planner_table
 
 UPLOAD = "upload a scenario…"
 TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
+PRECISIONS = ["bf16", "fp8", "fp4"]
+SIDEBAR_ERROR_CHARS = 160
 
 
 @st.cache_resource
@@ -98,6 +100,8 @@ class Sidebar:
 
     def show_errors(self, edit_key: str, where=st.sidebar) -> None:
         for message in self.errors.get(edit_key, []):
+            if len(message) > SIDEBAR_ERROR_CHARS:  # the full text is in the main panel
+                message = message[:SIDEBAR_ERROR_CHARS].rsplit(" ", 1)[0] + " … (full message in the main panel)"
             where.error(message, icon="⚠️")
 
     def has_errors(self, *prefixes: str) -> bool:
@@ -126,14 +130,23 @@ def run_settings(bar: Sidebar) -> None:
 def traffic(bar: Sidebar, data: dict) -> None:
     box = st.sidebar.expander("traffic", expanded=True)
     bar.show_errors("traffic", box)
-    total = bar.initial.get("traffic.total_rate_per_s", 0.0)
-    bar.widget(box, "traffic.total_rate_per_s", "slider", "total arrival rate (requests/s)",
-               min_value=0.0, max_value=float(max(4 * total, 1.0)), step=0.1)
+    bar.widget(box, "traffic.total_rate_per_s", "number_input", "total arrival rate (requests/s)",
+               min_value=0.0, step=1.0, format="%.3f",
+               help="mean rate of the synthetic (Poisson, gamma, MMPP) workloads together; no upper cap")
+    try:
+        traces = ds.trace_rates(data)
+    except UserError as err:
+        traces = {}
+        box.error(str(err))
     for name, wl in data["workloads"].items():
         bar.widget(box, f"traffic.share.{name}", "slider", f"share: {name} ({wl['kind']}) %",
                    min_value=0.0, max_value=100.0, step=0.1)
+        if name in traces:
+            rate, scale = traces[name]
+            box.caption(f"**{name}** replays a trace: {rate:.3f} req/s as written (rate_scale {scale:g})")
         bar.widget(box, f"workloads.{name}.arrival.rate_scale", "number_input",
-                   f"{name}: trace replay speed (×)", min_value=0.01, step=0.1)
+                   f"{name}: trace rate_scale (×)", min_value=0.01, step=0.1,
+                   help="replay speed: 2 halves every gap between arrivals, doubling the rate")
 
 
 def workload(bar: Sidebar, name: str, wl: dict) -> None:
@@ -167,11 +180,24 @@ def hardware(bar: Sidebar, data: dict) -> None:
             box.caption(f"pool {pool['name']}")
             bar.show_errors(base, box)
             left, right = box.columns(2)
-            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators)
+            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
+                       on_change=follow_accelerator, args=(bar.prefix, base))
             bar.widget(right, f"{base}.replicas", "number_input", "replicas", min_value=1, step=1)
             bar.widget(left, f"{base}.tp", "selectbox", "TP", options=TP_CHOICES)
-            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0)
+            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0,
+                       help="defaults to the catalog price of the chosen accelerator")
+            bar.widget(left, f"{base}.precision", "selectbox", "precision", options=PRECISIONS)
+            bar.widget(right, f"{base}.max_batch", "number_input", "max_batch", min_value=1, step=8)
             bar.widget(box, f"{base}.serves", "multiselect", "serves", options=workloads)
+
+
+def follow_accelerator(prefix: str, base: str) -> None:
+    """On a new accelerator: its catalog price and a precision it supports."""
+    state = st.session_state
+    chosen = state[f"{prefix}::{base}.accelerator"]
+    defaults = ds.accelerator_defaults(chosen, state.get(f"{prefix}::{base}.precision", "fp8"), catalog())
+    for field, value in defaults.items():
+        state[f"{prefix}::{base}.{field}"] = value
 
 
 def prices(bar: Sidebar) -> None:
@@ -186,19 +212,20 @@ def sidebar() -> tuple[dict | None, object]:
     """Render the sidebar; returns the scenario dict to run (None if invalid) and the
     Run button state."""
     st.sidebar.title("dcsim what-if")
+    st.session_state["errors"] = {}
     prefix, data = choose_scenario()
     if data is None:
         return None, False
     st.session_state["all_fleets"] = [f["name"] for f in data["fleets"]]
     initial = ds.initial_values(data, catalog())
     values = values_from_state(prefix, initial)
-    scenario, errors = ds.validate(data, values, initial)
+    scenario, errors = ds.validate(data, values, initial, catalog())
     st.session_state["errors"] = errors
     bar = Sidebar(prefix, initial, errors)
     pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None, key="run", width="stretch")
     bar.show_errors(ds.GENERAL)
     if scenario is None:
-        st.sidebar.error("Fix the highlighted inputs to run.", icon="🛑")
+        st.sidebar.error("Fix the highlighted inputs to run (details in the main panel).", icon="🛑")
     if st.sidebar.button("reset edits", key="reset"):
         for k in initial:
             st.session_state.pop(bar.key(k), None)
@@ -335,10 +362,20 @@ def results_for(scenario: dict | None, pressed: bool) -> Results | None:
         return None
 
 
+def why_run_is_disabled(errors: dict[str, list[str]]) -> None:
+    """Every error that blocks Run, full-width, with the input it belongs to."""
+    st.error("**Run is disabled** until these inputs are fixed:", icon="🛑")
+    for key, messages in errors.items():
+        for message in messages:
+            st.error(f"**{key or 'scenario'}**: {message}", icon="⚠️")
+
+
 def main() -> None:
     st.set_page_config(page_title="dcsim what-if", page_icon="🏭", layout="wide")
     scenario, pressed = sidebar()
     st.title("AI-inference datacenter what-if")
+    if scenario is None and st.session_state.get("errors"):
+        why_run_is_disabled(st.session_state["errors"])
     results = results_for(scenario, pressed)
     if results is None:
         st.info("Edit the scenario in the sidebar and press **Run**. Load a sweep directory below without running.")

@@ -19,6 +19,7 @@ duration widget can raise it), so the default scenario re-runs in a few seconds.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -99,11 +100,12 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
     values: dict[str, Any] = {"run.duration_s": float(data["duration_s"]), "run.seed": int(data.get("seed", 0))}
     rates = mean_rates(data)
     total = sum(rates.values())
-    values["traffic.total_rate_per_s"] = round(total, 6)
+    if rates:
+        values["traffic.total_rate_per_s"] = total
     for name, wl in data["workloads"].items():
         base = f"workloads.{name}"
         if name in rates:
-            values[f"traffic.share.{name}"] = round(100 * rates[name] / total, 3) if total else 0.0
+            values[f"traffic.share.{name}"] = 100 * rates[name] / total if total else 0.0
         elif wl["arrival"]["kind"] == "trace":
             values[f"{base}.arrival.rate_scale"] = float(wl["arrival"].get("rate_scale", 1.0))
         if wl["kind"] == "diffusion_lm":
@@ -124,6 +126,8 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
             values[f"{base}.replicas"] = int(pool["replicas"])
             values[f"{base}.tp"] = int(pool.get("tp", 1))
             values[f"{base}.serves"] = list(pool["serves"])
+            values[f"{base}.precision"] = pool.get("precision", "fp8")
+            values[f"{base}.max_batch"] = int(pool.get("max_batch", 256))
             price = pool.get("price_usd")
             if price is None and catalog is not None:
                 price = catalog.accelerators[pool["accelerator"]].price_usd
@@ -134,6 +138,28 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
         values[f"economics.{key}"] = float(economics.get(key, getattr(defaults, key)))
     values["fleets.selected"] = [f["name"] for f in data["fleets"]]
     return values
+
+
+def trace_rates(data: dict) -> dict[str, tuple[float, float]]:
+    """(mean arrival rate in requests/s with ``rate_scale`` applied, ``rate_scale``) of
+    each workload replaying a trace; the rate follows the trace_summary.csv convention
+    (rows over the replayed span, see ``TraceArrivals.mean_rate_per_s``).
+
+    Raises:
+        TraceError: the trace file is missing or unreadable."""
+    scenario = parse_scenario(data, "scenario")
+    return {name: (wl.arrival.mean_rate_per_s, float(wl.arrival.rate_scale))
+            for name, wl in scenario.workloads.items() if wl.arrival.kind == "trace"}
+
+
+def accelerator_defaults(accelerator: str, precision: str, catalog) -> dict[str, Any]:
+    """The pool fields that follow a newly chosen ``accelerator``: its catalog price per
+    accelerator (USD) and a precision it has a dense peak for (``precision`` if it has,
+    else fp8, else its first).  Keys are the pool's field names."""
+    acc = catalog.accelerators[accelerator]
+    allowed = acc.precisions
+    chosen = precision if precision in allowed else ("fp8" if "fp8" in allowed else allowed[0])
+    return {"price_usd": float(acc.price_usd), "precision": chosen}
 
 
 # --- edits -> scenario ----------------------------------------------------------------
@@ -189,7 +215,8 @@ def _apply_traffic(data: dict, values: dict[str, Any], base_rates: dict[str, flo
             errors[f"traffic.share.{name}"] = f"share of {name} must be > 0% (every workload needs traffic)"
             continue
         factor = total * share / share_sum / base_rates[name]
-        _scale_arrival(data["workloads"][name]["arrival"], factor)
+        if not math.isclose(factor, 1.0, rel_tol=1e-12):  # the shown rates as written: keep the file's bytes
+            _scale_arrival(data["workloads"][name]["arrival"], factor)
     return errors
 
 
@@ -201,7 +228,9 @@ def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, 
         if wl["kind"] == "diffusion_lm":
             try:
                 text = str(values[f"{base}.steps"]).strip()
-                wl["steps"] = parse_steps(text) if text else None  # empty: the catalog's default steps
+                steps = parse_steps(text) if text else None  # empty: the catalog's default steps
+                if steps is None or steps_text(wl.get("steps")) != steps_text(steps):
+                    wl["steps"] = steps  # same text keeps the file's distribution (its weights)
             except ValueError as err:
                 errors[f"{base}.steps"] = str(err)
         else:
@@ -220,9 +249,13 @@ def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, 
     return errors
 
 
-def apply_edits(data: dict, values: dict[str, Any]) -> tuple[dict, dict[str, str]]:
+def apply_edits(data: dict, values: dict[str, Any], catalog=None) -> tuple[dict, dict[str, str]]:
     """The scenario ``data`` with the sidebar ``values`` applied (all fleets kept), and
-    the errors of edits that cannot even be written into the dict (by edit key)."""
+    the errors of edits that cannot even be written into the dict (by edit key).
+
+    Every value is applied as shown, whether or not it differs from the start.  A price
+    equal to the chosen accelerator's catalog price on a pool that gave none stays unset
+    (the catalog's), so an untouched sidebar runs the file as written."""
     out = copy.deepcopy(data)
     errors = _apply_traffic(out, values, mean_rates(data))
     for name in out["workloads"]:
@@ -236,13 +269,23 @@ def apply_edits(data: dict, values: dict[str, Any]) -> tuple[dict, dict[str, str
             if key.startswith("economics.") and "economics" not in out:
                 out["economics"] = {}
             set_path(out, key, _pool_value(key, value))
+    if catalog is not None:
+        _catalog_prices_unset(out, data, catalog)
     return out, errors
+
+
+def _catalog_prices_unset(out: dict, data: dict, catalog) -> None:
+    for fleet, original in zip(out["fleets"], data["fleets"]):
+        for pool, before in zip(fleet["pools"], original["pools"]):
+            acc = catalog.accelerators.get(pool["accelerator"])
+            if before.get("price_usd") is None and acc is not None and pool.get("price_usd") == acc.price_usd:
+                pool["price_usd"] = None
 
 
 def _pool_value(key: str, value: Any) -> Any:
     if key.endswith(".price_usd"):
         return float(value) if value else None
-    if key.endswith((".replicas", ".tp")):
+    if key.endswith((".replicas", ".tp", ".max_batch")):
         return int(value)
     return value
 
@@ -256,17 +299,9 @@ def select_fleets(data: dict, names: list[str]) -> dict:
 
 # --- validation -----------------------------------------------------------------------
 
-def changed_values(values: dict[str, Any], initial: dict[str, Any]) -> dict[str, Any]:
-    """The edits that differ from ``initial`` (untouched widgets leave the scenario
-    exactly as written); the traffic keys go together when any of them changed."""
-    changed = {k: v for k, v in values.items() if k in initial and v != initial[k]}
-    if any(k.startswith("traffic.") for k in changed):
-        changed.update({k: v for k, v in values.items() if k.startswith("traffic.")})
-    return changed
-
-
-def validate(data: dict, values: dict[str, Any], initial: dict[str, Any]) -> tuple[Scenario | None, dict[str, list[str]]]:
-    """Apply the sidebar ``values`` that differ from ``initial`` to ``data``, validate
+def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
+             catalog=None) -> tuple[Scenario | None, dict[str, list[str]]]:
+    """Apply the sidebar ``values`` (all of them, as shown) to ``data``, validate
     (schema, then placement of every pool), and keep the selected fleets.
 
     Returns the scenario to run (None when anything is wrong) and the error messages by
@@ -275,7 +310,7 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any]) -> tup
     """
     keys = list(initial)
     values = {**initial, **{k: v for k, v in values.items() if k in initial}}
-    edited, early = apply_edits(data, changed_values(values, initial))
+    edited, early = apply_edits(data, values, catalog)
     errors: dict[str, list[str]] = {}
     for key, message in early.items():  # the bad edit was left out; check the rest too
         errors.setdefault(key, []).append(message)

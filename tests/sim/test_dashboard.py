@@ -49,9 +49,9 @@ def test_first_page_offers_the_default_scenario_and_no_error():
     assert not at.button(key="run").disabled
 
 
-def test_moving_the_rate_slider_changes_the_simulated_scenario(captured):
+def test_typing_a_total_rate_changes_the_simulated_scenario(captured):
     at = start()
-    at.slider(key=PREFIX + "traffic.total_rate_per_s").set_value(36.2).run()
+    at.number_input(key=PREFIX + "traffic.total_rate_per_s").set_value(36.2).run()
     at.button(key="run").click().run()
     assert not at.exception, at.exception
     assert len(captured) == 1
@@ -135,3 +135,101 @@ def test_steps_text_round_trip():
     assert ds.steps_text({"kind": "choice", "values": [4, 8]}) == "4, 8"
     with pytest.raises(ValueError):
         ds.parse_steps("0")
+
+
+def test_total_rate_has_no_artificial_cap(captured):
+    at = start()
+    at.number_input(key=PREFIX + "traffic.total_rate_per_s").set_value(1000.0).run()
+    assert not at.exception, at.exception
+    at.button(key="run").click().run()
+    rates = {n: w.arrival.mean_rate_per_s for n, w in captured[-1].workloads.items()}
+    assert sum(rates.values()) == pytest.approx(1000.0)  # 55x the file's 18.1 req/s
+    assert rates["chat"] == pytest.approx(1000.0 * 12 / 18.1, rel=1e-3)
+
+
+def test_price_follows_the_accelerator_and_the_shown_price_is_what_runs(captured):
+    """H100 -> MI300X: the field shows MI300X's catalog price; typing the H100 price back
+    (the value the field started with) is applied, not ignored as 'unchanged'."""
+    from fleets.catalog_io import load_catalog
+
+    accelerators = load_catalog().accelerators
+    at = start()
+    pool = PREFIX + "fleets.0.pools.0."
+    start_acc = at.selectbox(key=pool + "accelerator").value
+    start_price = at.number_input(key=pool + "price_usd").value
+    other = "mi300x" if start_acc != "mi300x" else "h100"
+    at.selectbox(key=pool + "accelerator").set_value(other).run()
+    assert at.number_input(key=pool + "price_usd").value == accelerators[other].price_usd
+    at.button(key="run").click().run()
+    assert captured[-1].fleets[0].pools[0].accelerator == other
+    assert captured[-1].fleets[0].pools[0].price_usd in (None, accelerators[other].price_usd)
+    at.number_input(key=pool + "price_usd").set_value(start_price).run()
+    at.button(key="run").click().run()
+    assert captured[-1].fleets[0].pools[0].price_usd == start_price
+    assert start_price != accelerators[other].price_usd
+
+
+def test_precision_and_max_batch_are_editable(captured):
+    at = start()
+    pool = PREFIX + "fleets.1.pools.0."
+    at.selectbox(key=pool + "precision").set_value("bf16").run()
+    at.number_input(key=pool + "max_batch").set_value(64).run()
+    at.button(key="run").click().run()
+    edited = captured[-1].fleets[1].pools[0]
+    assert (edited.precision, edited.max_batch) == ("bf16", 64)
+
+
+def test_accelerator_defaults_pick_a_supported_precision():
+    from fleets.catalog_io import load_catalog
+
+    catalog = load_catalog()
+    for key, acc in catalog.accelerators.items():
+        got = ds.accelerator_defaults(key, "fp4", catalog)
+        assert got["price_usd"] == acc.price_usd
+        assert got["precision"] in acc.precisions
+        if "fp4" in acc.precisions:
+            assert got["precision"] == "fp4"
+
+
+def test_untouched_sidebar_round_trips_every_run_scenario():
+    """Applying every shown value (not only differences) leaves each file as written."""
+    from fleets.catalog_io import load_catalog
+    from sim.scenario import parse_scenario
+
+    catalog = load_catalog()
+    for name, path in ds.run_scenarios().items():
+        data = ds.for_dashboard(load_scenario(path).model_dump(mode="json"))
+        initial = ds.initial_values(data, catalog)
+        scenario, errors = ds.validate(data, initial, initial, catalog)
+        assert errors == {}, (name, errors)
+        assert scenario.model_dump(mode="json") == parse_scenario(data, name).model_dump(mode="json"), name
+
+
+def test_long_placement_error_is_shown_full_width_and_run_says_why():
+    at = start()
+    at.number_input(key=PREFIX + "fleets.0.pools.0.replicas").set_value(100_000).run()
+    at.selectbox(key=PREFIX + "fleets.0.pools.0.tp").set_value(16).run()
+    assert at.button(key="run").disabled
+    main = [e.value for e in at.main.error]
+    assert any("Run is disabled" in m for m in main), main
+    assert any("TP must fit one scale-up domain" in m for m in main), main
+    sidebar = [e.value for e in at.sidebar.error]
+    assert all(len(m) <= 260 for m in sidebar), sidebar
+
+
+def test_trace_scenario_shows_the_trace_rate_and_rate_scale():
+    """19,366 rows over ~3,502 s (the scenario file's header): ~5.5 req/s at rate_scale 1."""
+    from tests.shared_data import require_file
+
+    data = ds.for_dashboard(load_scenario("scenarios/azure-conv.yaml").model_dump(mode="json"))
+    trace = next(w for w in data["workloads"].values() if w["arrival"]["kind"] == "trace")["arrival"]
+    require_file(Path(trace["path"]))
+    at = start()
+    at.selectbox(key="scenario").set_value("azure-conv").run()
+    assert not at.exception, at.exception
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    rate = float(captions.split("replays a trace: ", 1)[1].split(" req/s")[0])
+    assert rate == pytest.approx(19_366 / 3_502, rel=0.02)
+    assert "rate_scale 1" in captions
+    assert at.number_input(key="azure-conv::workloads." + next(
+        n for n, w in data["workloads"].items() if w["arrival"]["kind"] == "trace") + ".arrival.rate_scale")
