@@ -68,19 +68,20 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 # --- KPI cards ----------------------------------------------------------------------
 
 def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
-    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request,
-    worst SLO attainment, facility energy per day, own vs rent $/hour."""
+    """Headline numbers of one fleet, formatted: capex, opex/month, IT power (average and
+    max), worst SLO attainment, facility energy per day, output tokens per MW, own vs rent
+    $/hour.  Costs per request or token are per workload (:func:`kpi_workloads`): an
+    average over chat tokens, images and searches would mean nothing."""
     rows = summary[summary["fleet"] == fleet["fleet"]]
-    done = rows["completed"].sum()
-    cost = (rows["cost_per_request_usd"].fillna(0) * rows["completed"]).sum()
     slo = rows["slo_attainment"].min() if len(rows) else math.nan
     return {
         "capex": usd(fleet["capex_usd"]),
         "opex / month": usd(fleet["opex_usd_per_month"]),
-        "IT power (max)": f"{human(fleet['it_power_max_kw'])} kW",
-        "$/request (all)": usd(cost / done) if done else "—",
+        "IT power avg / max": (f"{human(fleet['it_power_avg_kw'])} / {human(fleet['it_power_max_kw'])} kW"
+                               if "it_power_avg_kw" in fleet else f"{human(fleet['it_power_max_kw'])} kW"),
         "worst SLO attainment": percent(slo, decimals=1),
         "energy / day": f"{human(fleet['facility_energy_kwh_per_day'])} kWh" if "facility_energy_kwh_per_day" in fleet else "—",
+        "output tokens/s per MW": human(fleet["output_tokens_per_s_per_mw"]) if "output_tokens_per_s_per_mw" in fleet else "—",
         "own / rent per hour": (f"{usd(fleet['own_cost_usd_per_hour'])} / {usd(fleet['rent_usd_per_hour'])}"
                                 if "own_cost_usd_per_hour" in fleet else "—"),
     }
@@ -105,8 +106,10 @@ def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
             "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
                 str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
             "$/request": usd(r["cost_per_request_usd"]),
+            "$/1M output tokens": usd(r.get("cost_per_1m_output_tokens_usd", math.nan)),
             "J/request": human(r["energy_per_request_j"]) if "energy_per_request_j" in r else "—",
-            "status": "UNSTABLE (tails are lower bounds)" if r["unstable"] else ("SLO missed" if missed else "ok"),
+            "J/output token": human(r.get("energy_per_output_token_j", math.nan)),
+            "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
         })
     return pd.DataFrame(rows)
 
@@ -125,9 +128,17 @@ def cdf_points(values: np.ndarray, points: int = CDF_POINTS) -> tuple[np.ndarray
     return x[keep], y[keep]
 
 
-def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str] | None = None) -> go.Figure:
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str] | None = None,
+                slo_s: Mapping[str, float | None] | None = None, log_x: bool = False) -> go.Figure:
     """CDFs of TTFT, TPOT and E2E for one workload (measured, completed requests), one
-    line per fleet; metrics a workload does not report (TTFT of an image) are left out."""
+    line per fleet; metrics a workload does not report (TTFT of an image) are left out.
+
+    Each fleet has its own dash style and width, so identical fleets stay visible on top
+    of one another.  ``slo_s`` maps a metric (``ttft_s``...) to its SLO bound in seconds,
+    drawn as a vertical line; ``log_x`` puts the latencies on a log axis for the tails."""
     g = requests[(requests["workload"] == workload) & (requests["status"] == "completed")]
     if "measured" in g.columns:
         g = g[g["measured"]]
@@ -136,14 +147,19 @@ def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str]
     fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[LATENCY_LABELS[m] for m in metrics])
     for col, metric in enumerate(metrics, start=1):
         unit, scale = time_unit(g[metric].max() if len(g) else math.nan)
-        for fleet, fg in g.groupby("fleet", sort=False):
+        for i, (fleet, fg) in enumerate(g.groupby("fleet", sort=False)):
             x, y = cdf_points(fg[metric].dropna().to_numpy() / scale)
             fig.add_trace(go.Scatter(
                 x=x, y=y, mode="lines", name=str(fleet), legendgroup=str(fleet), showlegend=col == 1,
-                line=dict(color=colors.get(fleet)),
+                line=dict(color=colors.get(fleet), dash=DASHES[i % len(DASHES)], width=max(1.5, 4.0 - 0.6 * i)),
                 hovertemplate=f"{fleet}<br>%{{x:.3~g}} {unit}: %{{y:.1%}} of requests<extra></extra>",
             ), row=1, col=col)
-        fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit})", row=1, col=col)
+        bound = (slo_s or {}).get(metric)
+        if bound:
+            fig.add_vline(x=bound / scale, line=dict(color="#c0392b", dash="dot", width=1.5), row=1, col=col,
+                          annotation_text=f"SLO {bound / scale:.3g} {unit}", annotation_position="bottom right")
+        fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit}{', log' if log_x else ''})",
+                         type="log" if log_x else "linear", row=1, col=col)
     fig.update_yaxes(title_text="fraction of requests ≤ x (%)", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
     fig.update_layout(title=f"Latency CDFs: {workload}", **LAYOUT)
@@ -319,9 +335,24 @@ def roofline(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[st
                                  legendgroup="kinds", marker=dict(color="#777", size=11, symbol=_symbol(kind))))
     fig.update_xaxes(type="log", dtick=1, title_text="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", dtick=1, tickformat="~s", title_text="achieved FLOP/s per accelerator (FLOP/s)")
-    fig.update_layout(title="Roofline: AR decode is memory-bound, diffusion is compute-bound",
+    fig.update_layout(title=roofline_title(pools, accelerators, kinds),
                       height=560, **{**LAYOUT, "legend_title_text": "fleet / roof / kind"})
     return fig
+
+
+def roofline_title(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[str, str], str]) -> str:
+    """What the plotted points show: which pools sit left of their roof's ridge
+    (memory-bound) and which right of it (compute-bound), by workload kind."""
+    bound: dict[str, list[str]] = {"memory-bound": [], "compute-bound": []}
+    for _, p in pools.iterrows():
+        acc = accelerators[p["accelerator"]]
+        ridge = acc.peak_flops(p["precision"]) / acc.memory_bw_bytes_per_s
+        side = "memory-bound" if p["arithmetic_intensity_flop_per_byte"] < ridge else "compute-bound"
+        kind = kinds.get((p["fleet"], p["pool"]), "")
+        bound[side].append(KIND_SHORT.get(kind, kind or str(p["pool"])))
+    parts = [f"{side}: " + ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in pd.Series(labels).value_counts(sort=False).items())
+             for side, labels in bound.items() if labels]
+    return "Roofline: " + ("; ".join(parts) if parts else "no pool did work")
 
 
 def _symbol(kind: str) -> str:

@@ -166,11 +166,14 @@ def test_compare_fleets_marks_the_better_one(results, colors):
 
 def test_kpi_cards_are_formatted(results):
     kpi = charts.kpi_fleet(results.fleets.iloc[0], results.summary)
-    assert kpi["capex"].startswith("$") and kpi["IT power (max)"].endswith("kW")
+    assert kpi["capex"].startswith("$") and kpi["IT power avg / max"].endswith("kW")
+    assert "$/request (all)" not in kpi  # no average over chat tokens and images
     assert kpi["worst SLO attainment"].endswith("%")
     table = charts.kpi_workloads(results.summary, "h100")
     assert list(table["workload"]) == ["chat", "image"]
     assert table["p99 E2E"].str.contains(r"\d (?:ms|s|min)$").all()
+    assert {"$/request", "$/1M output tokens", "J/output token"} <= set(table.columns)
+    assert set(table["status"]) <= {"ok", "SLO missed", "UNSTABLE"}
     assert {"rejected (share, reason)", "misses TTFT/TPOT/E2E/rejected/unfinished",
             "req/s offered / served / goodput"} <= set(table.columns)
 
@@ -223,3 +226,34 @@ def test_sweep_heatmap_grid(sweep):
     assert z.shape == (2, 3)
     assert z[1][0] == pytest.approx(1.0 * 0.12 / 2)
     assert fig.data[0].text[1][0].startswith("$")
+
+
+def test_roofline_title_follows_the_plotted_points():
+    """Far left of every ridge (1 FLOP/byte) is memory-bound, far right (1e6) compute-bound,
+    whatever the catalog numbers; the title must say so per pool, not a fixed sentence."""
+    acc = load_catalog().accelerators
+    pools = pd.DataFrame({"fleet": ["a", "a", "b"], "pool": ["chat", "img", "chat"],
+                          "accelerator": ["h100-sxm", "h100-sxm", "mi300x"], "precision": ["fp8"] * 3,
+                          "arithmetic_intensity_flop_per_byte": [1.0, 1e6, 1e6]})
+    kinds = {("a", "chat"): "autoregressive", ("a", "img"): "image_diffusion", ("b", "chat"): "autoregressive"}
+    title = charts.roofline_title(pools, acc, kinds)
+    assert title == "Roofline: memory-bound: AR; compute-bound: image, AR"
+
+
+def test_latency_cdf_tells_identical_fleets_apart_and_marks_the_slo(results):
+    twin = results.requests.assign(fleet=results.requests["fleet"].replace({"b200": "h100-copy"}))
+    same = pd.concat([twin[twin["fleet"] == "h100"], twin[twin["fleet"] == "h100"].assign(fleet="h100-copy")])
+    fig = charts.latency_cdf(same, "chat", slo_s={"ttft_s": 2.0, "tpot_s": 0.1}, log_x=True)
+    lines = [t for t in fig.data if t.xaxis == "x"]
+    assert len(lines) == 2 and list(lines[0].x) == list(lines[1].x)  # same data...
+    assert lines[0].line.dash != lines[1].line.dash  # ...drawn differently
+    assert lines[0].line.width > lines[1].line.width
+    shapes = fig.layout.shapes
+    assert len(shapes) == 2
+    per_unit = {"ms": 1e-3, "s": 1.0}
+    expected = set()
+    for axis, bound_s in (("xaxis", 2.0), ("xaxis2", 0.1)):  # TTFT, TPOT in each axis's unit
+        unit = fig.layout[axis].title.text.split("(")[1].split(",")[0]
+        expected.add(round(bound_s / per_unit[unit], 6))
+    assert {round(s.x0, 6) for s in shapes} == expected
+    assert fig.layout.xaxis.type == "log"
