@@ -9,6 +9,7 @@ before is instant.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -241,19 +242,40 @@ def sidebar() -> tuple[dict | None, object]:
 
 # --- main area -----------------------------------------------------------------------
 
+CARD_CSS = """<style>
+.kpi-card{border:1px solid #ddd;border-radius:8px;padding:8px 12px;margin-bottom:8px}
+.kpi-card h4{margin:0 0 2px 0;padding-bottom:2px;overflow-wrap:anywhere}
+.kpi-card .acc{color:#666;font-size:.85em;overflow-wrap:anywhere}
+.kpi-grid{display:flex;flex-wrap:wrap;gap:6px 16px;margin-top:6px}
+.kpi-item{flex:1 1 150px;min-width:0}
+.kpi-item span{display:block;color:#666;font-size:.8em;overflow-wrap:anywhere}
+.kpi-item b{display:block;font-size:1.15em;overflow-wrap:anywhere}
+</style>"""
+CARDS_PER_ROW = 3
+
+
+def kpi_card_html(name: str, accelerators: str, kpis: dict[str, str], color: str) -> str:
+    """One fleet's card: name, accelerators, KPIs wrapping onto as many lines as needed."""
+    items = "".join(f"<div class='kpi-item' data-testid='kpi'><span>{html.escape(k)}</span><b>{html.escape(v)}</b></div>"
+                    for k, v in kpis.items())
+    return (f"<div class='kpi-card' data-testid='fleet-card' style='border-top:4px solid {color}'>"
+            f"<h4>{html.escape(name)}</h4><div class='acc'>{html.escape(accelerators)}</div>"
+            f"<div class='kpi-grid'>{items}</div></div>")
+
+
 def kpi_cards(results: Results, colors: dict) -> None:
-    columns = st.columns(len(results.fleets))
-    for column, (_, fleet) in zip(columns, results.fleets.iterrows()):
-        with column:
-            color = colors.get(fleet["fleet"], "#444")
-            st.markdown(f"<h4 style='border-bottom:4px solid {color};margin-bottom:4px'>{fleet['fleet']}</h4>",
-                        unsafe_allow_html=True)
-            st.caption(str(fleet["accelerators"]))
-            kpis = list(charts.kpi_fleet(fleet, results.summary).items())
-            for row in (kpis[:2], kpis[2:4], kpis[4:]):
-                for cell, (label, value) in zip(st.columns(len(row)), row):
-                    cell.metric(label, value, border=True)
-            st.dataframe(charts.kpi_workloads(results.summary, fleet["fleet"]), hide_index=True)
+    """Fleet cards, at most three per row (five fleets: 3 + 2), then one full-width table
+    of every workload on every fleet (HTML, so cells wrap instead of clipping)."""
+    st.markdown(CARD_CSS, unsafe_allow_html=True)
+    rows = list(results.fleets.iterrows())
+    for first in range(0, len(rows), CARDS_PER_ROW):
+        columns = st.columns(CARDS_PER_ROW)
+        for column, (_, fleet) in zip(columns, rows[first:first + CARDS_PER_ROW]):
+            column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]),
+                                          charts.kpi_fleet(fleet, results.summary), colors.get(fleet["fleet"], "#444")),
+                            unsafe_allow_html=True)
+    table = pd.concat([charts.kpi_workloads(results.summary, f).assign(fleet=f) for f in results.fleets["fleet"]])
+    st.table(table[["fleet", *[c for c in table.columns if c != "fleet"]]].set_index(["fleet", "workload"]))
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:
@@ -281,8 +303,10 @@ def overview(results: Results, colors: dict) -> None:
 
 
 def latency(results: Results, colors: dict) -> None:
-    for name in results.scenario.workloads:
-        st.plotly_chart(charts.latency_cdf(results.requests, name, colors), key=f"cdf-{name}")
+    log_x = st.toggle("log latency axis (tails)", key="cdf-log")
+    for name, wl in results.scenario.workloads.items():
+        slo = {f"{b}": getattr(wl.slo, b, None) for b in ("ttft_s", "tpot_s", "e2e_s")} if wl.slo else None
+        st.plotly_chart(charts.latency_cdf(results.requests, name, colors, slo_s=slo, log_x=log_x), key=f"cdf-{name}")
 
 
 def utilisation(results: Results) -> None:
@@ -306,22 +330,50 @@ def roofline(results: Results, colors: dict) -> None:
 
 
 def compare(results: Results, colors: dict) -> None:
+    """Every KPI of every fleet side by side; the best value of each row highlighted, and
+    whether the spread exceeds the performance model's uncertainty band."""
     names = list(results.fleets["fleet"])
     if len(names) < 2:
         st.info("Run two or more fleets to compare them.")
         return
-    left, right = st.columns(2)
-    a = left.selectbox("fleet A", names, index=0, key="cmp-a")
-    b = right.selectbox("fleet B", names, index=1, key="cmp-b")
-    table = charts.compare_fleets(results.summary, results.fleets, a, b)
-    shown = table.assign(change=table["change"].map(lambda c: "—" if pd.isna(c) else f"{c:+.0%}"))
-    st.dataframe(shown.style.apply(lambda r: [_better_style(r["better"], a, b, colors)] * len(r), axis=1),
-                 hide_index=True)
-    st.plotly_chart(charts.comparison_chart(table, a, b, colors), key="cmp-chart")
+    bands = {f.name: catalog().band_pct({p.accelerator for p in f.pools}) for f in results.scenario.fleets}
+    table = charts.compare_all(results.summary, results.fleets, bands)
+    known = {k: v for k, v in bands.items() if v is not None}
+    st.caption("Best value per row highlighted in its fleet's colour. **spread**: worst / best − 1. "
+               + (f"**beyond band**: the spread exceeds the performance model's widest uncertainty band "
+                  f"(±{max(known.values()):g}% on {', '.join(known)}; catalog `efficiency_band_pct`)."
+                  if known else "Every accelerator compared is calibrated: no uncertainty band applies."))
+    shown = charts.format_comparison(table, names)
+
+    shown = shown.set_index(["scope", "metric"])
+    styles = pd.DataFrame("", index=shown.index, columns=shown.columns)
+    for i, best in enumerate(table["best"]):
+        if best in styles.columns:
+            styles.iloc[i, styles.columns.get_loc(best)] = f"background-color: {colors.get(best, '#ddd')}33; font-weight: 600"
+    st.table(shown.style.apply(lambda _: styles, axis=None))
 
 
-def _better_style(better: str, a: str, b: str, colors: dict) -> str:
-    return "" if better not in (a, b) else f"background-color: {colors.get(better, '#ddd')}22"
+def slo_misses(results: Results) -> None:
+    """Why each fleet missed its SLO: miss reasons per workload, then saturation signals."""
+    serving = {(f.name, w): [p.name for p in f.pools if any(s.split(":")[0] == w for s in p.serves)]
+               for f in results.scenario.fleets for w in results.scenario.workloads}
+    missed = results.summary[(results.summary["slo_attainment"] < results.summary["slo_target"]) | results.summary["unstable"]]
+    if len(missed):
+        for _, row in missed.iterrows():
+            st.warning(charts.miss_explanation(row, results.pools, serving.get((row["fleet"], row["workload"]), [])))
+    else:
+        st.success("Every fleet met every workload's SLO target.")
+    st.plotly_chart(charts.slo_miss_chart(results.summary), key="slo-miss")
+    st.subheader("Saturation signals per pool")
+    st.table(charts.saturation_signals(results.pools).set_index(["fleet", "pool"]))
+
+
+def energy(results: Results, colors: dict) -> None:
+    st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
+    cols = ["fleet", "it_power_avg_kw", "it_power_max_kw", "facility_power_max_mw", "it_energy_kwh_per_day",
+            "facility_energy_kwh_per_day", "output_tokens_per_s_per_mw"]
+    table = results.fleets[[c for c in cols if c in results.fleets.columns]].copy()
+    st.table(table.set_index("fleet").map(lambda v: charts.human(v)))
 
 
 def sweep_view() -> None:
@@ -392,7 +444,9 @@ def main() -> None:
         "Utilisation": lambda: utilisation(results),
         "Cost": lambda: cost(results, colors),
         "Roofline": lambda: roofline(results, colors),
+        "SLO misses": lambda: slo_misses(results),
         "Compare": lambda: compare(results, colors),
+        "Energy": lambda: energy(results, colors),
         "Sweep": sweep_view,
     }
     # one view at a time (not st.tabs, which builds and ships every chart on each rerun)

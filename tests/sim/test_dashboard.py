@@ -233,3 +233,18 @@ def test_trace_scenario_shows_the_trace_rate_and_rate_scale():
     assert "rate_scale 1" in captions
     assert at.number_input(key="azure-conv::workloads." + next(
         n for n, w in data["workloads"].items() if w["arrival"]["kind"] == "trace") + ".arrival.rate_scale")
+
+
+VIEWS = ["Latency", "Utilisation", "Cost", "Roofline", "SLO misses", "Compare", "Energy", "Overview"]
+
+
+def test_every_view_renders_after_a_run(captured):
+    at = start()
+    at.button(key="run").click().run()
+    for view in VIEWS:
+        at.button_group[0].set_value(view).run()
+        assert not at.exception, (view, at.exception)
+    at.button_group[0].set_value("SLO misses").run()
+    assert at.warning or at.success  # every missed workload explained, or all met
+    at.button_group[0].set_value("Compare").run()
+    assert at.table, "the N-fleet comparison table"

@@ -50,7 +50,7 @@ def has_unit(title: str) -> bool:
     return "(" in title and title.rstrip().endswith(")")
 
 
-CATEGORY_AXES = {"fleet", "fleet / pool", "metric"}  # categorical axes carry no unit
+CATEGORY_AXES = {"fleet", "fleet / pool", "metric", "fleet / workload", "workload"}  # categorical axes carry no unit
 
 
 def assert_units(fig) -> None:
@@ -257,3 +257,46 @@ def test_latency_cdf_tells_identical_fleets_apart_and_marks_the_slo(results):
         expected.add(round(bound_s / per_unit[unit], 6))
     assert {round(s.x0, 6) for s in shapes} == expected
     assert fig.layout.xaxis.type == "log"
+
+
+def test_slo_miss_shares_add_up_to_the_missed_fraction(results):
+    """Each miss is counted under one reason, so the shares sum to 1 - attainment
+    (attainment is computed separately, from the requests meeting every bound)."""
+    table = charts.slo_miss_breakdown(results.summary)
+    shares = table[[c for c in table.columns if c.startswith("miss_")]].sum(axis=1)
+    assert np.allclose(shares, 1 - table["slo_attainment"])
+    fig = charts.slo_miss_chart(results.summary)
+    assert [t.name for t in fig.data] == list(charts.MISS_LABELS.values())
+    assert_units(fig)
+
+
+def test_saturation_signals_show_batch_against_max_batch(results):
+    table = charts.saturation_signals(results.pools)
+    image = table[(table["fleet"] == "h100") & (table["pool"] == "image")].iloc[0]
+    assert image["batch mean / max_batch"].split(" / ")[1].startswith("8 ")  # SMALL's max_batch
+    assert set(table["backlog"]) <= {"growing", "steady"}
+
+
+def test_compare_all_picks_the_best_fleet_per_row_and_checks_the_band():
+    fleets = pd.DataFrame({"fleet": ["a", "b", "c"], "capex_usd": [300.0, 100.0, 200.0],
+                           "output_tokens_per_s_per_mw": [10.0, 10.5, 30.0]})
+    summary = pd.DataFrame({"fleet": ["a", "b", "c"], "workload": ["chat"] * 3,
+                            "slo_attainment": [0.9, 0.99, 0.95], "ttft_p99_s": [1.0, 1.0, 1.0]})
+    table = charts.compare_all(summary, fleets, {"a": 10.0, "b": None, "c": 5.0}).set_index("metric")
+    assert table.loc["capex", "best"] == "b" and table.loc["capex", "spread"] == pytest.approx(2.0)
+    assert table.loc["output tokens/s per MW", "best"] == "c"  # higher is better
+    assert table.loc["SLO attainment", "best"] == "b"
+    assert table.loc["capex", "beyond_band"]  # 200% > the widest band, 10%
+    assert table.loc["SLO attainment", "spread"] == pytest.approx(1 - 0.9 / 0.99)  # |worst / best - 1|
+    assert not table.loc["SLO attainment", "beyond_band"]  # 9.1% is within the ±10% band
+    assert pd.isna(table.loc["p99 TTFT", "best"])  # all equal: nothing to highlight
+    shown = charts.format_comparison(table.reset_index(), ["a", "b", "c"])
+    assert list(shown["a"][:1]) == ["$300"]
+
+
+def test_energy_chart_has_units_and_one_bar_per_fleet(results, colors):
+    fig = charts.energy_chart(results.fleets, results.summary, colors)
+    power = [t for t in fig.data if t.type == "bar" and t.xaxis == "x"]
+    assert [t.x[0] for t in power] == list(results.fleets["fleet"])
+    assert [t.y[0] for t in power] == pytest.approx(list(results.fleets["it_power_avg_kw"]))
+    assert_units(fig)
