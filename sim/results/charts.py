@@ -605,7 +605,7 @@ def compare_all(summary: pd.DataFrame, fleets: pd.DataFrame, bands_pct: Mapping[
                 ) -> pd.DataFrame:
     """Every KPI of every fleet and workload side by side: one row per (scope, metric),
     one raw-value column per fleet, ``best`` (the fleet with the best value), ``spread``
-    (abs(worst / best) − 1 taken as a magnitude) and ``beyond_band`` (True when the spread exceeds the widest
+    (the size of worst / best − 1) and ``beyond_band`` (True when the spread exceeds the widest
     performance-model uncertainty band of the fleets compared, ``bands_pct`` in %, so the
     difference is not within what the model can tell apart; NaN when no band is known)."""
     names = list(fleets["fleet"])
@@ -631,7 +631,8 @@ def _kpi_row(scope: str, label: str, values: Mapping[str, float], higher: bool, 
     if best is not None and known[best] != 0:
         spread = abs(known[worst] / known[best] - 1)
     beyond = math.nan if math.isnan(band_pct) or math.isnan(spread) else spread > band_pct / 100
-    return {"scope": scope, "metric": label, **values, "best": best if len(known) > 1 and spread else None,
+    differs = best is not None and known[best] != known[worst]
+    return {"scope": scope, "metric": label, **values, "best": best if differs else None,
             "spread": spread, "beyond_band": beyond}
 
 

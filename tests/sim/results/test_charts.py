@@ -290,6 +290,8 @@ def test_compare_all_picks_the_best_fleet_per_row_and_checks_the_band():
     assert table.loc["SLO attainment", "spread"] == pytest.approx(1 - 0.9 / 0.99)  # |worst / best - 1|
     assert not table.loc["SLO attainment", "beyond_band"]  # 9.1% is within the ±10% band
     assert pd.isna(table.loc["p99 TTFT", "best"])  # all equal: nothing to highlight
+    zero = charts.compare_all(summary.assign(rejected_share=[0.0, 0.0, 0.1]), fleets).set_index("metric")
+    assert zero.loc["rejected", "best"] in ("a", "b")  # 0% beats 10% though the ratio is undefined
     shown = charts.format_comparison(table.reset_index(), ["a", "b", "c"])
     assert list(shown["a"][:1]) == ["$300"]
 
