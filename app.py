@@ -217,7 +217,9 @@ def sidebar() -> tuple[dict | None, object]:
     prefix, data = choose_scenario()
     if data is None:
         return None, False
+    prefix, data = with_table_edits(prefix, data)
     st.session_state["all_fleets"] = [f["name"] for f in data["fleets"]]
+    st.session_state["table_source"] = (prefix, data)
     initial = ds.initial_values(data, catalog())
     values = values_from_state(prefix, initial)
     scenario, errors = ds.validate(data, values, initial, catalog())
@@ -230,6 +232,7 @@ def sidebar() -> tuple[dict | None, object]:
     if st.sidebar.button("reset edits", key="reset"):
         for k in initial:
             st.session_state.pop(bar.key(k), None)
+        st.session_state.pop(f"table::{prefix.split('#', 1)[0]}", None)
         st.rerun()
     run_settings(bar)
     traffic(bar, data)
@@ -238,6 +241,62 @@ def sidebar() -> tuple[dict | None, object]:
     hardware(bar, data)
     prices(bar)
     return (scenario.model_dump(mode="json") if scenario is not None else None), pressed
+
+
+# --- fleets and pools as a table ---------------------------------------------------
+
+def with_table_edits(name: str, data: dict) -> tuple[str, dict]:
+    """The scenario with the fleets last applied from the table, and the widget-key
+    prefix of that version (new pools and fleets get fresh widgets)."""
+    override = st.session_state.get(f"table::{name}")
+    if override is None:
+        return name, data
+    return f"{name}#{override['version']}", {**data, "fleets": override["fleets"]}
+
+
+def apply_fleets(name: str, prefix: str, data: dict, fleets: list[dict]) -> None:
+    """Make ``fleets`` the scenario's; carry every non-fleet edit over to the new prefix."""
+    version = st.session_state.get(f"table::{name}", {}).get("version", 0) + 1
+    new_prefix = f"{name}#{version}"
+    for key in list(st.session_state):
+        if isinstance(key, str) and key.startswith(prefix + "::") and not key.startswith(prefix + "::fleets."):
+            st.session_state[new_prefix + key[len(prefix):]] = st.session_state[key]
+    st.session_state[f"table::{name}"] = {"version": version, "fleets": fleets}
+
+
+def fleet_table_editor() -> None:
+    """Fleets and pools as one editable table: add or remove rows, rename, duplicate a
+    fleet; blank $/accelerator means the catalog's price of the chosen accelerator."""
+    prefix, data = st.session_state.get("table_source", (None, None))
+    if data is None:
+        return
+    name = prefix.split("#", 1)[0]
+    with st.expander("Fleets and pools as a table: add, remove, rename, duplicate", expanded=False):
+        rows = ds.fleets_table(data)
+        for row in rows:
+            row["catalog $/acc"] = catalog().accelerators[row["accelerator"]].price_usd \
+                if row["accelerator"] in catalog().accelerators else None
+        config = {
+            "accelerator": st.column_config.SelectboxColumn(options=sorted(catalog().accelerators), required=True),
+            "precision": st.column_config.SelectboxColumn(options=PRECISIONS),
+            "tp": st.column_config.SelectboxColumn(options=TP_CHOICES),
+            "replicas": st.column_config.NumberColumn(min_value=1, step=1),
+            "max_batch": st.column_config.NumberColumn(min_value=1, step=1),
+            "price_usd": st.column_config.NumberColumn("$/accelerator (blank: catalog)", min_value=0.0),
+            "serves": st.column_config.TextColumn(help="workloads, comma-separated: " + ", ".join(data["workloads"])),
+            "catalog $/acc": st.column_config.NumberColumn(disabled=True),
+        }
+        edited = st.data_editor(pd.DataFrame(rows), num_rows="dynamic", hide_index=True, column_config=config,
+                                key=f"table-editor::{prefix}", width="stretch")
+        left, middle, right = st.columns([2, 1, 1])
+        source = left.selectbox("fleet to duplicate", [f["name"] for f in data["fleets"]], key=f"dup-source::{prefix}")
+        if middle.button("duplicate fleet", key="dup-fleet"):
+            apply_fleets(name, prefix, data, ds.duplicate_fleet(data["fleets"], source))
+            st.rerun()
+        if right.button("apply table", type="primary", key="apply-table"):
+            records = edited.drop(columns=["catalog $/acc"]).to_dict("records")
+            apply_fleets(name, prefix, data, ds.fleets_from_table(records, data, catalog()))
+            st.rerun()
 
 
 # --- main area -----------------------------------------------------------------------
@@ -426,6 +485,7 @@ def main() -> None:
     st.set_page_config(page_title="dcsim what-if", page_icon="🏭", layout="wide")
     scenario, pressed = sidebar()
     st.title("AI-inference datacenter what-if")
+    fleet_table_editor()
     if scenario is None and st.session_state.get("errors"):
         why_run_is_disabled(st.session_state["errors"])
     results = results_for(scenario, pressed)

@@ -392,3 +392,61 @@ def _group_from_names(message: str, data: dict) -> str:
 def scenario_key(scenario: Scenario) -> str:
     """The content key results are cached under: the scenario as canonical JSON."""
     return scenario.model_dump_json()
+
+
+# --- fleets and pools as one table --------------------------------------------------
+
+TABLE_COLUMNS = ("fleet", "pool", "accelerator", "replicas", "tp", "precision", "max_batch", "price_usd", "serves")
+
+
+def fleets_table(data: dict) -> list[dict[str, Any]]:
+    """One row per pool of every fleet: the columns of :data:`TABLE_COLUMNS`; ``serves``
+    as comma-separated text, ``price_usd`` None when the catalog price applies."""
+    return [{"fleet": f["name"], "pool": p["name"], "accelerator": p["accelerator"], "replicas": int(p["replicas"]),
+             "tp": int(p.get("tp", 1)), "precision": p.get("precision", "fp8"), "max_batch": int(p.get("max_batch", 256)),
+             "price_usd": p.get("price_usd"), "serves": ", ".join(p["serves"])}
+            for f in data["fleets"] for p in f["pools"]]
+
+
+def fleets_from_table(rows: list[dict[str, Any]], data: dict, catalog=None) -> list[dict]:
+    """The ``fleets`` list of a scenario from table ``rows`` (fleets in order of first
+    appearance, pools in row order; a fleet keeps its router and workloads by name).  A pool whose (fleet, pool) names match one in
+    ``data`` keeps its other fields (serving settings); a new one gets the schema's
+    defaults.  A blank price means the catalog's; a precision the accelerator has no
+    peak for becomes one it has (:func:`accelerator_defaults`).  Blank rows are skipped;
+    the result is validated with the rest of the scenario."""
+    known = {(f["name"], p["name"]): p for f in data["fleets"] for p in f["pools"]}
+    fleets: dict[str, list[dict]] = {}
+    for row in rows:
+        if not str(row.get("fleet") or "").strip() and not str(row.get("pool") or "").strip():
+            continue
+        fleet, name = str(row.get("fleet") or "").strip(), str(row.get("pool") or "").strip()
+        pool = copy.deepcopy(known.get((fleet, name), {}))
+        price = row.get("price_usd")
+        precision = row.get("precision") or "fp8"
+        if catalog is not None and row.get("accelerator") in catalog.accelerators:
+            precision = accelerator_defaults(row["accelerator"], precision, catalog)["precision"]
+        pool.update({"name": name, "accelerator": row.get("accelerator") or "", "replicas": _whole(row.get("replicas"), 1),
+                     "tp": _whole(row.get("tp"), 1), "precision": precision, "max_batch": _whole(row.get("max_batch"), 256),
+                     "price_usd": None if price is None or (isinstance(price, float) and math.isnan(price)) else float(price),
+                     "serves": [s for s in re.split(r"[,\s]+", str(row.get("serves") or "")) if s]})
+        fleets.setdefault(fleet, []).append(pool)
+    settings = {f["name"]: {k: copy.deepcopy(v) for k, v in f.items() if k != "pools"} for f in data["fleets"]}
+    return [{**settings.get(name, {}), "name": name, "pools": pools} for name, pools in fleets.items()]
+
+
+def _whole(value: Any, default: int) -> int:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return default
+    return int(value)
+
+
+def duplicate_fleet(fleets: list[dict], name: str) -> list[dict]:
+    """``fleets`` with a copy of fleet ``name`` appended as ``<name>-copy`` (``-copy2``...
+    when taken)."""
+    taken = {f["name"] for f in fleets}
+    new, n = f"{name}-copy", 2
+    while new in taken:
+        new, n = f"{name}-copy{n}", n + 1
+    source = next(f for f in fleets if f["name"] == name)
+    return [*copy.deepcopy(fleets), {**copy.deepcopy(source), "name": new}]
