@@ -375,9 +375,9 @@ def utilisation(results: Results) -> None:
 
 
 def cost(results: Results, colors: dict) -> None:
-    left, right = st.columns(2)
-    left.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
-    right.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
+    # one above the other: side by side, each workload's panel had too little room for its $ ticks
+    st.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
+    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
 
 
 def roofline(results: Results, colors: dict) -> None:

@@ -275,7 +275,9 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
     """$/request per workload (one panel each, own scale), one bar per fleet."""
     workloads = list(dict.fromkeys(summary["workload"]))
     colors = _colors(colors, _fleets(summary))
-    fig = make_subplots(rows=1, cols=max(len(workloads), 1), subplot_titles=workloads)
+    cols = max(len(workloads), 1)
+    # room between panels for each panel's own $ tick labels ("$0.00015")
+    fig = make_subplots(rows=1, cols=cols, subplot_titles=workloads, horizontal_spacing=min(0.12, 0.6 / cols))
     for col, workload in enumerate(workloads, start=1):
         g = summary[summary["workload"] == workload]
         for _, r in g.iterrows():

@@ -128,6 +128,15 @@ def test_cost_per_request_panel_per_workload(results, colors):
     assert_units(fig)
 
 
+def test_cost_panels_leave_room_for_their_tick_labels():
+    """Four workloads: each panel's "$0.00015" ticks need ~80 px of a ~1300 px chart."""
+    summary = pd.DataFrame({"fleet": ["a"] * 4, "workload": list("wxyz"), "cost_per_request_usd": [1.5e-4] * 4})
+    fig = charts.cost_per_request(summary)
+    gaps = [fig.layout[f"xaxis{i + 1}"].domain[0] - fig.layout[f"xaxis{i if i > 1 else ''}"].domain[1]
+            for i in range(1, 4)]
+    assert min(gaps) >= 80 / 1300, gaps
+
+
 def test_roofline_roofs_and_operating_points(results, colors):
     acc = load_catalog().accelerators
     kinds = charts.pool_kinds(results.scenario)
