@@ -1,7 +1,8 @@
 """dcsim what-if dashboard: ``streamlit run app.py``.
 
-Pick a scenario, edit traffic, hardware and prices in the sidebar, press Run, and read
-latency, utilisation and cost per fleet. The logic of the edits lives in
+Pick a scenario, edit traffic, hardware and prices in the sidebar (or the fleets and
+pools as one table in the main panel), press Run, and read latency, utilisation, cost,
+energy, why a fleet missed its SLO, and every KPI of N fleets side by side. The logic of the edits lives in
 :mod:`sim.dashboard` and the figures in :mod:`sim.results.charts`; this file only lays
 them out. Results are cached by the scenario's content, so re-running a scenario seen
 before is instant.

@@ -157,6 +157,11 @@ def test_three_fleets_every_view_without_clipped_text(server, page):
     assert page.locator("[data-testid=fleet-card]").count() == 3
     page.get_by_text("seed 43,").first.wait_for(timeout=5_000)  # the edited scenario ran
     check_views(page, 3)
+    page.get_by_text("Fleets and pools as a table", exact=False).click()  # the table editor opens
+    page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=10_000)
+    assert page.locator("[data-testid=stException]").count() == 0
+    if os.environ.get("DCSIM_SCREENSHOTS"):
+        page.screenshot(path=str(Path(os.environ["DCSIM_SCREENSHOTS"]) / "dashboard-fleet-table-3fleets.png"))
 
 
 def five_fleets(path: Path) -> Path:
