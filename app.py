@@ -208,6 +208,17 @@ def prices(bar: Sidebar) -> None:
                min_value=0.0, step=0.01, format="%.4f")
     bar.widget(box, "economics.pue", "number_input", "PUE", min_value=0.5, step=0.05)
     bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", min_value=0.5, step=0.5)
+    bar.widget(box, "economics.ownership", "selectbox", "ownership", options=["own", "rent"],
+               help="own: capex amortised plus opex; rent: the catalog's $/accelerator-hour")
+    for key, label, step, fmt in (
+            ("facility_capex_usd_per_mw", "facility capex ($/MW)", 1e6, "%.0f"),
+            ("facility_depreciation_years", "facility depreciation (years)", 1.0, "%.1f"),
+            ("discount_rate_per_year", "discount rate (per year, 0.08 = 8%)", 0.01, "%.3f"),
+            ("network_capex_usd_per_node", "network capex ($/node)", 1000.0, "%.0f"),
+            ("maintenance_fraction_per_year", "maintenance (fraction of capex per year)", 0.01, "%.3f"),
+            ("staff_usd_per_kw_month", "staff ($/kW-month)", 1.0, "%.2f"),
+            ("other_opex_fraction_per_year", "other opex (fraction of capex per year)", 0.01, "%.3f")):
+        bar.widget(box, f"economics.{key}", "number_input", label, min_value=0.0, step=step, format=fmt)
 
 
 def sidebar() -> tuple[dict | None, object]:

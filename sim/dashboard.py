@@ -33,7 +33,9 @@ SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 DASHBOARD_MAX_DURATION_S = 300.0
 SYNTHETIC_ARRIVALS = ("poisson", "gamma", "mmpp")
 STEP_KINDS = ("image_diffusion", "video_diffusion")
-ECONOMICS_KEYS = ("electricity_usd_per_kwh", "pue", "depreciation_years")
+ECONOMICS_KEYS = ("electricity_usd_per_kwh", "pue", "depreciation_years", "facility_capex_usd_per_mw",
+                  "facility_depreciation_years", "discount_rate_per_year", "network_capex_usd_per_node",
+                  "maintenance_fraction_per_year", "staff_usd_per_kw_month", "other_opex_fraction_per_year")
 SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")
 GENERAL = ""  # errors that belong to no widget
 
@@ -136,6 +138,7 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
     defaults = Scenario.model_fields["economics"].default
     for key in ECONOMICS_KEYS:
         values[f"economics.{key}"] = float(economics.get(key, getattr(defaults, key)))
+    values["economics.ownership"] = economics.get("ownership", defaults.ownership)
     values["fleets.selected"] = [f["name"] for f in data["fleets"]]
     return values
 

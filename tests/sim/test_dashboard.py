@@ -300,3 +300,14 @@ def test_duplicating_a_fleet_in_the_app_runs_it_and_keeps_other_edits(captured):
     assert [f.name for f in scenario.fleets][-1] == scenario.fleets[0].name + "-copy"
     assert scenario.fleets[-1].pools == scenario.fleets[0].pools
     assert scenario.seed == 7  # the seed edit survived the new fleet layout
+
+
+
+def test_every_economics_field_is_editable(captured):
+    at = start()
+    at.number_input(key=PREFIX + "economics.staff_usd_per_kw_month").set_value(12.5).run()
+    at.number_input(key=PREFIX + "economics.discount_rate_per_year").set_value(0.08).run()
+    at.selectbox(key=PREFIX + "economics.ownership").set_value("rent").run()
+    at.button(key="run").click().run()
+    economics = captured[-1].economics
+    assert (economics.staff_usd_per_kw_month, economics.discount_rate_per_year, economics.ownership) == (12.5, 0.08, "rent")
