@@ -331,6 +331,11 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
         key, message = locate(GENERAL, str(err), keys, edited)
         errors.setdefault(key, []).append(message)
         return None, errors
+    except ArithmeticError as err:  # a bug below (e.g. a catalog row with 0 scale-up bandwidth): say so, don't crash
+        errors.setdefault(GENERAL, []).append(
+            f"checking the placement of the fleets failed inside dcsim ({type(err).__name__}: {err}); "
+            "this is a dcsim bug, please report it with the scenario (scenario.yaml download)")
+        return None, errors
     if errors:
         return None, errors
     selected = values.get("fleets.selected", [f.name for f in scenario.fleets])

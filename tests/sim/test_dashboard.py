@@ -311,3 +311,20 @@ def test_every_economics_field_is_editable(captured):
     at.button(key="run").click().run()
     economics = captured[-1].economics
     assert (economics.staff_usd_per_kw_month, economics.discount_rate_per_year, economics.ownership) == (12.5, 0.08, "rent")
+
+
+
+def test_an_arithmetic_bug_in_placement_is_reported_not_a_crash(monkeypatch):
+    """A catalog row the placement code divides by zero on (found: cerebras-wse3 at tp=4)
+    must leave the page usable with Run disabled and say what happened."""
+    import sim.results.tables
+
+    def broken(scenario):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(sim.results.tables, "check_fleets", broken)
+    data = default_data()
+    initial = ds.initial_values(data)
+    scenario, errors = ds.validate(data, initial, initial)
+    assert scenario is None
+    assert "dcsim bug" in errors[ds.GENERAL][0] and "ZeroDivisionError" in errors[ds.GENERAL][0]
