@@ -179,9 +179,11 @@ def test_five_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_
     page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").first.click()
     page.get_by_role("option", name="upload a scenario…").click()
     page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(five_fleets(tmp_path / "five.yaml")))
-    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
-    page.wait_for_timeout(1000)
+    page.get_by_text("five.yaml").wait_for(timeout=30_000)
+    page.wait_for_timeout(500)
+    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # upload parsed
     run_and_wait(page)
+    page.locator("[data-testid=fleet-card]").nth(4).wait_for(timeout=30_000)
     assert page.locator("[data-testid=fleet-card]").count() == 5
     check_views(page, 5)
 
