@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench lock clean browser
+.PHONY: run test test-fast bench lock clean browser screenshots
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ run: $(STAMP)
 # The dashboard's browser test drives Debian's Chromium (never `playwright install`).
 browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+# Every dashboard view at 1600 px with 3 and 5 fleets -> docs/dashboard-<view>-<n>fleets.png
+# (the browser tests take them while checking that no text is clipped).
+screenshots: $(STAMP) browser
+	DCSIM_SCREENSHOTS=docs $(BIN)/python -m pytest -q tests/sim/test_dashboard_browser.py
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2

@@ -1,7 +1,8 @@
 """dcsim what-if dashboard: ``streamlit run app.py``.
 
-Pick a scenario, edit traffic, hardware and prices in the sidebar, press Run, and read
-latency, utilisation and cost per fleet. The logic of the edits lives in
+Pick a scenario, edit traffic, hardware and prices in the sidebar (or the fleets and
+pools as one table in the main panel), press Run, and read latency, utilisation, cost,
+energy, why a fleet missed its SLO, and every KPI of N fleets side by side. The logic of the edits lives in
 :mod:`sim.dashboard` and the figures in :mod:`sim.results.charts`; this file only lays
 them out. Results are cached by the scenario's content, so re-running a scenario seen
 before is instant.
@@ -9,6 +10,7 @@ before is instant.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from sim.studies.headroom import results_planner_table
 
 UPLOAD = "upload a scenario…"
 TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
+PRECISIONS = ["bf16", "fp8", "fp4"]
+SIDEBAR_ERROR_CHARS = 160
 
 
 @st.cache_resource
@@ -98,6 +102,8 @@ class Sidebar:
 
     def show_errors(self, edit_key: str, where=st.sidebar) -> None:
         for message in self.errors.get(edit_key, []):
+            if len(message) > SIDEBAR_ERROR_CHARS:  # the full text is in the main panel
+                message = message[:SIDEBAR_ERROR_CHARS].rsplit(" ", 1)[0] + " … (full message in the main panel)"
             where.error(message, icon="⚠️")
 
     def has_errors(self, *prefixes: str) -> bool:
@@ -126,14 +132,23 @@ def run_settings(bar: Sidebar) -> None:
 def traffic(bar: Sidebar, data: dict) -> None:
     box = st.sidebar.expander("traffic", expanded=True)
     bar.show_errors("traffic", box)
-    total = bar.initial.get("traffic.total_rate_per_s", 0.0)
-    bar.widget(box, "traffic.total_rate_per_s", "slider", "total arrival rate (requests/s)",
-               min_value=0.0, max_value=float(max(4 * total, 1.0)), step=0.1)
+    bar.widget(box, "traffic.total_rate_per_s", "number_input", "total arrival rate (requests/s)",
+               min_value=0.0, step=1.0, format="%.3f",
+               help="mean rate of the synthetic (Poisson, gamma, MMPP) workloads together; no upper cap")
+    try:
+        traces = ds.trace_rates(data)
+    except UserError as err:
+        traces = {}
+        box.error(str(err))
     for name, wl in data["workloads"].items():
         bar.widget(box, f"traffic.share.{name}", "slider", f"share: {name} ({wl['kind']}) %",
                    min_value=0.0, max_value=100.0, step=0.1)
+        if name in traces:
+            rate, scale = traces[name]
+            box.caption(f"**{name}** replays a trace: {rate:.3f} req/s as written (rate_scale {scale:g})")
         bar.widget(box, f"workloads.{name}.arrival.rate_scale", "number_input",
-                   f"{name}: trace replay speed (×)", min_value=0.01, step=0.1)
+                   f"{name}: trace rate_scale (×)", min_value=0.01, step=0.1,
+                   help="replay speed: 2 halves every gap between arrivals, doubling the rate")
 
 
 def workload(bar: Sidebar, name: str, wl: dict) -> None:
@@ -167,11 +182,24 @@ def hardware(bar: Sidebar, data: dict) -> None:
             box.caption(f"pool {pool['name']}")
             bar.show_errors(base, box)
             left, right = box.columns(2)
-            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators)
+            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
+                       on_change=follow_accelerator, args=(bar.prefix, base))
             bar.widget(right, f"{base}.replicas", "number_input", "replicas", min_value=1, step=1)
             bar.widget(left, f"{base}.tp", "selectbox", "TP", options=TP_CHOICES)
-            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0)
+            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0,
+                       help="defaults to the catalog price of the chosen accelerator")
+            bar.widget(left, f"{base}.precision", "selectbox", "precision", options=PRECISIONS)
+            bar.widget(right, f"{base}.max_batch", "number_input", "max_batch", min_value=1, step=8)
             bar.widget(box, f"{base}.serves", "multiselect", "serves", options=workloads)
+
+
+def follow_accelerator(prefix: str, base: str) -> None:
+    """On a new accelerator: its catalog price and a precision it supports."""
+    state = st.session_state
+    chosen = state[f"{prefix}::{base}.accelerator"]
+    defaults = ds.accelerator_defaults(chosen, state.get(f"{prefix}::{base}.precision", "fp8"), catalog())
+    for field, value in defaults.items():
+        state[f"{prefix}::{base}.{field}"] = value
 
 
 def prices(bar: Sidebar) -> None:
@@ -180,28 +208,43 @@ def prices(bar: Sidebar) -> None:
                min_value=0.0, step=0.01, format="%.4f")
     bar.widget(box, "economics.pue", "number_input", "PUE", min_value=0.5, step=0.05)
     bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", min_value=0.5, step=0.5)
+    bar.widget(box, "economics.ownership", "selectbox", "ownership", options=["own", "rent"],
+               help="own: capex amortised plus opex; rent: the catalog's $/accelerator-hour")
+    for key, label, step, fmt in (
+            ("facility_capex_usd_per_mw", "facility capex ($/MW)", 1e6, "%.0f"),
+            ("facility_depreciation_years", "facility depreciation (years)", 1.0, "%.1f"),
+            ("discount_rate_per_year", "discount rate (per year, 0.08 = 8%)", 0.01, "%.3f"),
+            ("network_capex_usd_per_node", "network capex ($/node)", 1000.0, "%.0f"),
+            ("maintenance_fraction_per_year", "maintenance (fraction of capex per year)", 0.01, "%.3f"),
+            ("staff_usd_per_kw_month", "staff ($/kW-month)", 1.0, "%.2f"),
+            ("other_opex_fraction_per_year", "other opex (fraction of capex per year)", 0.01, "%.3f")):
+        bar.widget(box, f"economics.{key}", "number_input", label, min_value=0.0, step=step, format=fmt)
 
 
 def sidebar() -> tuple[dict | None, object]:
     """Render the sidebar; returns the scenario dict to run (None if invalid) and the
     Run button state."""
     st.sidebar.title("dcsim what-if")
+    st.session_state["errors"] = {}
     prefix, data = choose_scenario()
     if data is None:
         return None, False
+    prefix, data = with_table_edits(prefix, data)
     st.session_state["all_fleets"] = [f["name"] for f in data["fleets"]]
+    st.session_state["table_source"] = (prefix, data)
     initial = ds.initial_values(data, catalog())
     values = values_from_state(prefix, initial)
-    scenario, errors = ds.validate(data, values, initial)
+    scenario, errors = ds.validate(data, values, initial, catalog())
     st.session_state["errors"] = errors
     bar = Sidebar(prefix, initial, errors)
     pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None, key="run", width="stretch")
     bar.show_errors(ds.GENERAL)
     if scenario is None:
-        st.sidebar.error("Fix the highlighted inputs to run.", icon="🛑")
+        st.sidebar.error("Fix the highlighted inputs to run (details in the main panel).", icon="🛑")
     if st.sidebar.button("reset edits", key="reset"):
         for k in initial:
             st.session_state.pop(bar.key(k), None)
+        st.session_state.pop(f"table::{prefix.split('#', 1)[0]}", None)
         st.rerun()
     run_settings(bar)
     traffic(bar, data)
@@ -212,21 +255,98 @@ def sidebar() -> tuple[dict | None, object]:
     return (scenario.model_dump(mode="json") if scenario is not None else None), pressed
 
 
+# --- fleets and pools as a table ---------------------------------------------------
+
+def with_table_edits(name: str, data: dict) -> tuple[str, dict]:
+    """The scenario with the fleets last applied from the table, and the widget-key
+    prefix of that version (new pools and fleets get fresh widgets)."""
+    override = st.session_state.get(f"table::{name}")
+    if override is None:
+        return name, data
+    return f"{name}#{override['version']}", {**data, "fleets": override["fleets"]}
+
+
+def apply_fleets(name: str, prefix: str, data: dict, fleets: list[dict]) -> None:
+    """Make ``fleets`` the scenario's; carry every non-fleet edit over to the new prefix."""
+    version = st.session_state.get(f"table::{name}", {}).get("version", 0) + 1
+    new_prefix = f"{name}#{version}"
+    for key in list(st.session_state):
+        if isinstance(key, str) and key.startswith(prefix + "::") and not key.startswith(prefix + "::fleets."):
+            st.session_state[new_prefix + key[len(prefix):]] = st.session_state[key]
+    st.session_state[f"table::{name}"] = {"version": version, "fleets": fleets}
+
+
+def fleet_table_editor() -> None:
+    """Fleets and pools as one editable table: add or remove rows, rename, duplicate a
+    fleet; blank $/accelerator means the catalog's price of the chosen accelerator."""
+    prefix, data = st.session_state.get("table_source", (None, None))
+    if data is None:
+        return
+    name = prefix.split("#", 1)[0]
+    with st.expander("Fleets and pools as a table: add, remove, rename, duplicate", expanded=False):
+        rows = ds.fleets_table(data)
+        for row in rows:
+            row["catalog $/acc"] = catalog().accelerators[row["accelerator"]].price_usd \
+                if row["accelerator"] in catalog().accelerators else None
+        config = {
+            "accelerator": st.column_config.SelectboxColumn(options=sorted(catalog().accelerators), required=True),
+            "precision": st.column_config.SelectboxColumn(options=PRECISIONS),
+            "tp": st.column_config.SelectboxColumn(options=TP_CHOICES),
+            "replicas": st.column_config.NumberColumn(min_value=1, step=1),
+            "max_batch": st.column_config.NumberColumn(min_value=1, step=1),
+            "price_usd": st.column_config.NumberColumn("$/accelerator (blank: catalog)", min_value=0.0),
+            "serves": st.column_config.TextColumn(help="workloads, comma-separated: " + ", ".join(data["workloads"])),
+            "catalog $/acc": st.column_config.NumberColumn(disabled=True),
+        }
+        edited = st.data_editor(pd.DataFrame(rows), num_rows="dynamic", hide_index=True, column_config=config,
+                                key=f"table-editor::{prefix}", width="stretch")
+        left, middle, right = st.columns([2, 1, 1])
+        source = left.selectbox("fleet to duplicate", [f["name"] for f in data["fleets"]], key=f"dup-source::{prefix}")
+        if middle.button("duplicate fleet", key="dup-fleet"):
+            apply_fleets(name, prefix, data, ds.duplicate_fleet(data["fleets"], source))
+            st.rerun()
+        if right.button("apply table", type="primary", key="apply-table"):
+            records = edited.drop(columns=["catalog $/acc"]).to_dict("records")
+            apply_fleets(name, prefix, data, ds.fleets_from_table(records, data, catalog()))
+            st.rerun()
+
+
 # --- main area -----------------------------------------------------------------------
 
+CARD_CSS = """<style>
+.kpi-card{border:1px solid #ddd;border-radius:8px;padding:8px 12px;margin-bottom:8px}
+.kpi-card h4{margin:0 0 2px 0;padding-bottom:2px;overflow-wrap:anywhere}
+.kpi-card .acc{color:#666;font-size:.85em;overflow-wrap:anywhere}
+.kpi-grid{display:flex;flex-wrap:wrap;gap:6px 16px;margin-top:6px}
+.kpi-item{flex:1 1 150px;min-width:0}
+.kpi-item span{display:block;color:#666;font-size:.8em;overflow-wrap:anywhere}
+.kpi-item b{display:block;font-size:1.15em;overflow-wrap:anywhere}
+</style>"""
+CARDS_PER_ROW = 3
+
+
+def kpi_card_html(name: str, accelerators: str, kpis: dict[str, str], color: str) -> str:
+    """One fleet's card: name, accelerators, KPIs wrapping onto as many lines as needed."""
+    items = "".join(f"<div class='kpi-item' data-testid='kpi'><span>{html.escape(k)}</span><b>{html.escape(v)}</b></div>"
+                    for k, v in kpis.items())
+    return (f"<div class='kpi-card' data-testid='fleet-card' style='border-top:4px solid {color}'>"
+            f"<h4>{html.escape(name)}</h4><div class='acc'>{html.escape(accelerators)}</div>"
+            f"<div class='kpi-grid'>{items}</div></div>")
+
+
 def kpi_cards(results: Results, colors: dict) -> None:
-    columns = st.columns(len(results.fleets))
-    for column, (_, fleet) in zip(columns, results.fleets.iterrows()):
-        with column:
-            color = colors.get(fleet["fleet"], "#444")
-            st.markdown(f"<h4 style='border-bottom:4px solid {color};margin-bottom:4px'>{fleet['fleet']}</h4>",
-                        unsafe_allow_html=True)
-            st.caption(str(fleet["accelerators"]))
-            kpis = list(charts.kpi_fleet(fleet, results.summary).items())
-            for row in (kpis[:2], kpis[2:4], kpis[4:]):
-                for cell, (label, value) in zip(st.columns(len(row)), row):
-                    cell.metric(label, value, border=True)
-            st.dataframe(charts.kpi_workloads(results.summary, fleet["fleet"]), hide_index=True)
+    """Fleet cards, at most three per row (five fleets: 3 + 2), then one full-width table
+    of every workload on every fleet (HTML, so cells wrap instead of clipping)."""
+    st.markdown(CARD_CSS, unsafe_allow_html=True)
+    rows = list(results.fleets.iterrows())
+    for first in range(0, len(rows), CARDS_PER_ROW):
+        columns = st.columns(CARDS_PER_ROW)
+        for column, (_, fleet) in zip(columns, rows[first:first + CARDS_PER_ROW]):
+            column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]),
+                                          charts.kpi_fleet(fleet, results.summary), colors.get(fleet["fleet"], "#444")),
+                            unsafe_allow_html=True)
+    table = pd.concat([charts.kpi_workloads(results.summary, f).assign(fleet=f) for f in results.fleets["fleet"]])
+    st.table(table[["fleet", *[c for c in table.columns if c != "fleet"]]].set_index(["fleet", "workload"]))
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:
@@ -254,8 +374,10 @@ def overview(results: Results, colors: dict) -> None:
 
 
 def latency(results: Results, colors: dict) -> None:
-    for name in results.scenario.workloads:
-        st.plotly_chart(charts.latency_cdf(results.requests, name, colors), key=f"cdf-{name}")
+    log_x = st.toggle("log latency axis (tails)", key="cdf-log")
+    for name, wl in results.scenario.workloads.items():
+        slo = {f"{b}": getattr(wl.slo, b, None) for b in ("ttft_s", "tpot_s", "e2e_s")} if wl.slo else None
+        st.plotly_chart(charts.latency_cdf(results.requests, name, colors, slo_s=slo, log_x=log_x), key=f"cdf-{name}")
 
 
 def utilisation(results: Results) -> None:
@@ -265,9 +387,9 @@ def utilisation(results: Results) -> None:
 
 
 def cost(results: Results, colors: dict) -> None:
-    left, right = st.columns(2)
-    left.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
-    right.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
+    # one above the other: side by side, each workload's panel had too little room for its $ ticks
+    st.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
+    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
 
 
 def roofline(results: Results, colors: dict) -> None:
@@ -279,22 +401,50 @@ def roofline(results: Results, colors: dict) -> None:
 
 
 def compare(results: Results, colors: dict) -> None:
+    """Every KPI of every fleet side by side; the best value of each row highlighted, and
+    whether the spread exceeds the performance model's uncertainty band."""
     names = list(results.fleets["fleet"])
     if len(names) < 2:
         st.info("Run two or more fleets to compare them.")
         return
-    left, right = st.columns(2)
-    a = left.selectbox("fleet A", names, index=0, key="cmp-a")
-    b = right.selectbox("fleet B", names, index=1, key="cmp-b")
-    table = charts.compare_fleets(results.summary, results.fleets, a, b)
-    shown = table.assign(change=table["change"].map(lambda c: "—" if pd.isna(c) else f"{c:+.0%}"))
-    st.dataframe(shown.style.apply(lambda r: [_better_style(r["better"], a, b, colors)] * len(r), axis=1),
-                 hide_index=True)
-    st.plotly_chart(charts.comparison_chart(table, a, b, colors), key="cmp-chart")
+    bands = {f.name: catalog().band_pct({p.accelerator for p in f.pools}) for f in results.scenario.fleets}
+    table = charts.compare_all(results.summary, results.fleets, bands)
+    known = {k: v for k, v in bands.items() if v is not None}
+    st.caption("Best value per row highlighted in its fleet's colour. **spread**: worst / best − 1. "
+               + (f"**beyond band**: the spread exceeds the performance model's widest uncertainty band "
+                  f"(±{max(known.values()):g}% on {', '.join(known)}; catalog `efficiency_band_pct`)."
+                  if known else "Every accelerator compared is calibrated: no uncertainty band applies."))
+    shown = charts.format_comparison(table, names)
+
+    shown = shown.set_index(["scope", "metric"])
+    styles = pd.DataFrame("", index=shown.index, columns=shown.columns)
+    for i, best in enumerate(table["best"]):
+        if best in styles.columns:
+            styles.iloc[i, styles.columns.get_loc(best)] = f"background-color: {colors.get(best, '#ddd')}33; font-weight: 600"
+    st.table(shown.style.apply(lambda _: styles, axis=None))
 
 
-def _better_style(better: str, a: str, b: str, colors: dict) -> str:
-    return "" if better not in (a, b) else f"background-color: {colors.get(better, '#ddd')}22"
+def slo_misses(results: Results) -> None:
+    """Why each fleet missed its SLO: miss reasons per workload, then saturation signals."""
+    serving = {(f.name, w): [p.name for p in f.pools if any(s.split(":")[0] == w for s in p.serves)]
+               for f in results.scenario.fleets for w in results.scenario.workloads}
+    missed = results.summary[(results.summary["slo_attainment"] < results.summary["slo_target"]) | results.summary["unstable"]]
+    if len(missed):
+        for _, row in missed.iterrows():
+            st.warning(charts.miss_explanation(row, results.pools, serving.get((row["fleet"], row["workload"]), [])))
+    else:
+        st.success("Every fleet met every workload's SLO target.")
+    st.plotly_chart(charts.slo_miss_chart(results.summary), key="slo-miss")
+    st.subheader("Saturation signals per pool")
+    st.table(charts.saturation_signals(results.pools).set_index(["fleet", "pool"]))
+
+
+def energy(results: Results, colors: dict) -> None:
+    st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
+    cols = ["fleet", "it_power_avg_kw", "it_power_max_kw", "facility_power_max_mw", "it_energy_kwh_per_day",
+            "facility_energy_kwh_per_day", "output_tokens_per_s_per_mw"]
+    table = results.fleets[[c for c in cols if c in results.fleets.columns]].copy()
+    st.table(table.set_index("fleet").map(lambda v: charts.human(v)))
 
 
 def sweep_view() -> None:
@@ -335,10 +485,21 @@ def results_for(scenario: dict | None, pressed: bool) -> Results | None:
         return None
 
 
+def why_run_is_disabled(errors: dict[str, list[str]]) -> None:
+    """Every error that blocks Run, full-width, with the input it belongs to."""
+    st.error("**Run is disabled** until these inputs are fixed:", icon="🛑")
+    for key, messages in errors.items():
+        for message in messages:
+            st.error(f"**{key or 'scenario'}**: {message}", icon="⚠️")
+
+
 def main() -> None:
     st.set_page_config(page_title="dcsim what-if", page_icon="🏭", layout="wide")
     scenario, pressed = sidebar()
     st.title("AI-inference datacenter what-if")
+    fleet_table_editor()
+    if scenario is None and st.session_state.get("errors"):
+        why_run_is_disabled(st.session_state["errors"])
     results = results_for(scenario, pressed)
     if results is None:
         st.info("Edit the scenario in the sidebar and press **Run**. Load a sweep directory below without running.")
@@ -355,7 +516,9 @@ def main() -> None:
         "Utilisation": lambda: utilisation(results),
         "Cost": lambda: cost(results, colors),
         "Roofline": lambda: roofline(results, colors),
+        "SLO misses": lambda: slo_misses(results),
         "Compare": lambda: compare(results, colors),
+        "Energy": lambda: energy(results, colors),
         "Sweep": sweep_view,
     }
     # one view at a time (not st.tabs, which builds and ships every chart on each rerun)

@@ -19,6 +19,7 @@ duration widget can raise it), so the default scenario re-runs in a few seconds.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 DASHBOARD_MAX_DURATION_S = 300.0
 SYNTHETIC_ARRIVALS = ("poisson", "gamma", "mmpp")
 STEP_KINDS = ("image_diffusion", "video_diffusion")
-ECONOMICS_KEYS = ("electricity_usd_per_kwh", "pue", "depreciation_years")
+ECONOMICS_KEYS = ("electricity_usd_per_kwh", "pue", "depreciation_years", "facility_capex_usd_per_mw",
+                  "facility_depreciation_years", "discount_rate_per_year", "network_capex_usd_per_node",
+                  "maintenance_fraction_per_year", "staff_usd_per_kw_month", "other_opex_fraction_per_year")
 SLO_BOUNDS = ("ttft_s", "tpot_s", "e2e_s")
 GENERAL = ""  # errors that belong to no widget
 
@@ -99,11 +102,12 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
     values: dict[str, Any] = {"run.duration_s": float(data["duration_s"]), "run.seed": int(data.get("seed", 0))}
     rates = mean_rates(data)
     total = sum(rates.values())
-    values["traffic.total_rate_per_s"] = round(total, 6)
+    if rates:
+        values["traffic.total_rate_per_s"] = total
     for name, wl in data["workloads"].items():
         base = f"workloads.{name}"
         if name in rates:
-            values[f"traffic.share.{name}"] = round(100 * rates[name] / total, 3) if total else 0.0
+            values[f"traffic.share.{name}"] = 100 * rates[name] / total if total else 0.0
         elif wl["arrival"]["kind"] == "trace":
             values[f"{base}.arrival.rate_scale"] = float(wl["arrival"].get("rate_scale", 1.0))
         if wl["kind"] == "diffusion_lm":
@@ -124,6 +128,8 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
             values[f"{base}.replicas"] = int(pool["replicas"])
             values[f"{base}.tp"] = int(pool.get("tp", 1))
             values[f"{base}.serves"] = list(pool["serves"])
+            values[f"{base}.precision"] = pool.get("precision", "fp8")
+            values[f"{base}.max_batch"] = int(pool.get("max_batch", 256))
             price = pool.get("price_usd")
             if price is None and catalog is not None:
                 price = catalog.accelerators[pool["accelerator"]].price_usd
@@ -132,8 +138,31 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
     defaults = Scenario.model_fields["economics"].default
     for key in ECONOMICS_KEYS:
         values[f"economics.{key}"] = float(economics.get(key, getattr(defaults, key)))
+    values["economics.ownership"] = economics.get("ownership", defaults.ownership)
     values["fleets.selected"] = [f["name"] for f in data["fleets"]]
     return values
+
+
+def trace_rates(data: dict) -> dict[str, tuple[float, float]]:
+    """(mean arrival rate in requests/s with ``rate_scale`` applied, ``rate_scale``) of
+    each workload replaying a trace; the rate follows the trace_summary.csv convention
+    (rows over the replayed span, see ``TraceArrivals.mean_rate_per_s``).
+
+    Raises:
+        TraceError: the trace file is missing or unreadable."""
+    scenario = parse_scenario(data, "scenario")
+    return {name: (wl.arrival.mean_rate_per_s, float(wl.arrival.rate_scale))
+            for name, wl in scenario.workloads.items() if wl.arrival.kind == "trace"}
+
+
+def accelerator_defaults(accelerator: str, precision: str, catalog) -> dict[str, Any]:
+    """The pool fields that follow a newly chosen ``accelerator``: its catalog price per
+    accelerator (USD) and a precision it has a dense peak for (``precision`` if it has,
+    else fp8, else its first).  Keys are the pool's field names."""
+    acc = catalog.accelerators[accelerator]
+    allowed = acc.precisions
+    chosen = precision if precision in allowed else ("fp8" if "fp8" in allowed else allowed[0])
+    return {"price_usd": float(acc.price_usd), "precision": chosen}
 
 
 # --- edits -> scenario ----------------------------------------------------------------
@@ -189,7 +218,8 @@ def _apply_traffic(data: dict, values: dict[str, Any], base_rates: dict[str, flo
             errors[f"traffic.share.{name}"] = f"share of {name} must be > 0% (every workload needs traffic)"
             continue
         factor = total * share / share_sum / base_rates[name]
-        _scale_arrival(data["workloads"][name]["arrival"], factor)
+        if not math.isclose(factor, 1.0, rel_tol=1e-12):  # the shown rates as written: keep the file's bytes
+            _scale_arrival(data["workloads"][name]["arrival"], factor)
     return errors
 
 
@@ -201,7 +231,9 @@ def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, 
         if wl["kind"] == "diffusion_lm":
             try:
                 text = str(values[f"{base}.steps"]).strip()
-                wl["steps"] = parse_steps(text) if text else None  # empty: the catalog's default steps
+                steps = parse_steps(text) if text else None  # empty: the catalog's default steps
+                if steps is None or steps_text(wl.get("steps")) != steps_text(steps):
+                    wl["steps"] = steps  # same text keeps the file's distribution (its weights)
             except ValueError as err:
                 errors[f"{base}.steps"] = str(err)
         else:
@@ -220,9 +252,13 @@ def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, 
     return errors
 
 
-def apply_edits(data: dict, values: dict[str, Any]) -> tuple[dict, dict[str, str]]:
+def apply_edits(data: dict, values: dict[str, Any], catalog=None) -> tuple[dict, dict[str, str]]:
     """The scenario ``data`` with the sidebar ``values`` applied (all fleets kept), and
-    the errors of edits that cannot even be written into the dict (by edit key)."""
+    the errors of edits that cannot even be written into the dict (by edit key).
+
+    Every value is applied as shown, whether or not it differs from the start.  A price
+    equal to the chosen accelerator's catalog price on a pool that gave none stays unset
+    (the catalog's), so an untouched sidebar runs the file as written."""
     out = copy.deepcopy(data)
     errors = _apply_traffic(out, values, mean_rates(data))
     for name in out["workloads"]:
@@ -236,13 +272,23 @@ def apply_edits(data: dict, values: dict[str, Any]) -> tuple[dict, dict[str, str
             if key.startswith("economics.") and "economics" not in out:
                 out["economics"] = {}
             set_path(out, key, _pool_value(key, value))
+    if catalog is not None:
+        _catalog_prices_unset(out, data, catalog)
     return out, errors
+
+
+def _catalog_prices_unset(out: dict, data: dict, catalog) -> None:
+    for fleet, original in zip(out["fleets"], data["fleets"]):
+        for pool, before in zip(fleet["pools"], original["pools"]):
+            acc = catalog.accelerators.get(pool["accelerator"])
+            if before.get("price_usd") is None and acc is not None and pool.get("price_usd") == acc.price_usd:
+                pool["price_usd"] = None
 
 
 def _pool_value(key: str, value: Any) -> Any:
     if key.endswith(".price_usd"):
         return float(value) if value else None
-    if key.endswith((".replicas", ".tp")):
+    if key.endswith((".replicas", ".tp", ".max_batch")):
         return int(value)
     return value
 
@@ -256,17 +302,9 @@ def select_fleets(data: dict, names: list[str]) -> dict:
 
 # --- validation -----------------------------------------------------------------------
 
-def changed_values(values: dict[str, Any], initial: dict[str, Any]) -> dict[str, Any]:
-    """The edits that differ from ``initial`` (untouched widgets leave the scenario
-    exactly as written); the traffic keys go together when any of them changed."""
-    changed = {k: v for k, v in values.items() if k in initial and v != initial[k]}
-    if any(k.startswith("traffic.") for k in changed):
-        changed.update({k: v for k, v in values.items() if k.startswith("traffic.")})
-    return changed
-
-
-def validate(data: dict, values: dict[str, Any], initial: dict[str, Any]) -> tuple[Scenario | None, dict[str, list[str]]]:
-    """Apply the sidebar ``values`` that differ from ``initial`` to ``data``, validate
+def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
+             catalog=None) -> tuple[Scenario | None, dict[str, list[str]]]:
+    """Apply the sidebar ``values`` (all of them, as shown) to ``data``, validate
     (schema, then placement of every pool), and keep the selected fleets.
 
     Returns the scenario to run (None when anything is wrong) and the error messages by
@@ -275,7 +313,7 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any]) -> tup
     """
     keys = list(initial)
     values = {**initial, **{k: v for k, v in values.items() if k in initial}}
-    edited, early = apply_edits(data, changed_values(values, initial))
+    edited, early = apply_edits(data, values, catalog)
     errors: dict[str, list[str]] = {}
     for key, message in early.items():  # the bad edit was left out; check the rest too
         errors.setdefault(key, []).append(message)
@@ -292,6 +330,11 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any]) -> tup
     except UserError as err:  # placement: "fleets[i] 'name' pools[j] 'name': ..."
         key, message = locate(GENERAL, str(err), keys, edited)
         errors.setdefault(key, []).append(message)
+        return None, errors
+    except ArithmeticError as err:  # a bug below (e.g. a catalog row with 0 scale-up bandwidth): say so, don't crash
+        errors.setdefault(GENERAL, []).append(
+            f"checking the placement of the fleets failed inside dcsim ({type(err).__name__}: {err}); "
+            "this is a dcsim bug, please report it with the scenario (scenario.yaml download)")
         return None, errors
     if errors:
         return None, errors
@@ -357,3 +400,61 @@ def _group_from_names(message: str, data: dict) -> str:
 def scenario_key(scenario: Scenario) -> str:
     """The content key results are cached under: the scenario as canonical JSON."""
     return scenario.model_dump_json()
+
+
+# --- fleets and pools as one table --------------------------------------------------
+
+TABLE_COLUMNS = ("fleet", "pool", "accelerator", "replicas", "tp", "precision", "max_batch", "price_usd", "serves")
+
+
+def fleets_table(data: dict) -> list[dict[str, Any]]:
+    """One row per pool of every fleet: the columns of :data:`TABLE_COLUMNS`; ``serves``
+    as comma-separated text, ``price_usd`` None when the catalog price applies."""
+    return [{"fleet": f["name"], "pool": p["name"], "accelerator": p["accelerator"], "replicas": int(p["replicas"]),
+             "tp": int(p.get("tp", 1)), "precision": p.get("precision", "fp8"), "max_batch": int(p.get("max_batch", 256)),
+             "price_usd": p.get("price_usd"), "serves": ", ".join(p["serves"])}
+            for f in data["fleets"] for p in f["pools"]]
+
+
+def fleets_from_table(rows: list[dict[str, Any]], data: dict, catalog=None) -> list[dict]:
+    """The ``fleets`` list of a scenario from table ``rows`` (fleets in order of first
+    appearance, pools in row order; a fleet keeps its router and workloads by name).  A pool whose (fleet, pool) names match one in
+    ``data`` keeps its other fields (serving settings); a new one gets the schema's
+    defaults.  A blank price means the catalog's; a precision the accelerator has no
+    peak for becomes one it has (:func:`accelerator_defaults`).  Blank rows are skipped;
+    the result is validated with the rest of the scenario."""
+    known = {(f["name"], p["name"]): p for f in data["fleets"] for p in f["pools"]}
+    fleets: dict[str, list[dict]] = {}
+    for row in rows:
+        if not str(row.get("fleet") or "").strip() and not str(row.get("pool") or "").strip():
+            continue
+        fleet, name = str(row.get("fleet") or "").strip(), str(row.get("pool") or "").strip()
+        pool = copy.deepcopy(known.get((fleet, name), {}))
+        price = row.get("price_usd")
+        precision = row.get("precision") or "fp8"
+        if catalog is not None and row.get("accelerator") in catalog.accelerators:
+            precision = accelerator_defaults(row["accelerator"], precision, catalog)["precision"]
+        pool.update({"name": name, "accelerator": row.get("accelerator") or "", "replicas": _whole(row.get("replicas"), 1),
+                     "tp": _whole(row.get("tp"), 1), "precision": precision, "max_batch": _whole(row.get("max_batch"), 256),
+                     "price_usd": None if price is None or (isinstance(price, float) and math.isnan(price)) else float(price),
+                     "serves": [s for s in re.split(r"[,\s]+", str(row.get("serves") or "")) if s]})
+        fleets.setdefault(fleet, []).append(pool)
+    settings = {f["name"]: {k: copy.deepcopy(v) for k, v in f.items() if k != "pools"} for f in data["fleets"]}
+    return [{**settings.get(name, {}), "name": name, "pools": pools} for name, pools in fleets.items()]
+
+
+def _whole(value: Any, default: int) -> int:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return default
+    return int(value)
+
+
+def duplicate_fleet(fleets: list[dict], name: str) -> list[dict]:
+    """``fleets`` with a copy of fleet ``name`` appended as ``<name>-copy`` (``-copy2``...
+    when taken)."""
+    taken = {f["name"] for f in fleets}
+    new, n = f"{name}-copy", 2
+    while new in taken:
+        new, n = f"{name}-copy{n}", n + 1
+    source = next(f for f in fleets if f["name"] == name)
+    return [*copy.deepcopy(fleets), {**copy.deepcopy(source), "name": new}]

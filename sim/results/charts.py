@@ -68,19 +68,20 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 # --- KPI cards ----------------------------------------------------------------------
 
 def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
-    """Headline numbers of one fleet, formatted: capex, opex/month, power, $/request,
-    worst SLO attainment, facility energy per day, own vs rent $/hour."""
+    """Headline numbers of one fleet, formatted: capex, opex/month, IT power (average and
+    max), worst SLO attainment, facility energy per day, output tokens per MW, own vs rent
+    $/hour.  Costs per request or token are per workload (:func:`kpi_workloads`): an
+    average over chat tokens, images and searches would mean nothing."""
     rows = summary[summary["fleet"] == fleet["fleet"]]
-    done = rows["completed"].sum()
-    cost = (rows["cost_per_request_usd"].fillna(0) * rows["completed"]).sum()
     slo = rows["slo_attainment"].min() if len(rows) else math.nan
     return {
         "capex": usd(fleet["capex_usd"]),
         "opex / month": usd(fleet["opex_usd_per_month"]),
-        "IT power (max)": f"{human(fleet['it_power_max_kw'])} kW",
-        "$/request (all)": usd(cost / done) if done else "—",
+        "IT power avg / max": (f"{human(fleet['it_power_avg_kw'])} / {human(fleet['it_power_max_kw'])} kW"
+                               if "it_power_avg_kw" in fleet else f"{human(fleet['it_power_max_kw'])} kW"),
         "worst SLO attainment": percent(slo, decimals=1),
         "energy / day": f"{human(fleet['facility_energy_kwh_per_day'])} kWh" if "facility_energy_kwh_per_day" in fleet else "—",
+        "output tokens/s per MW": human(fleet["output_tokens_per_s_per_mw"]) if "output_tokens_per_s_per_mw" in fleet else "—",
         "own / rent per hour": (f"{usd(fleet['own_cost_usd_per_hour'])} / {usd(fleet['rent_usd_per_hour'])}"
                                 if "own_cost_usd_per_hour" in fleet else "—"),
     }
@@ -105,8 +106,10 @@ def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
             "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
                 str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
             "$/request": usd(r["cost_per_request_usd"]),
+            "$/1M output tokens": usd(r.get("cost_per_1m_output_tokens_usd", math.nan)),
             "J/request": human(r["energy_per_request_j"]) if "energy_per_request_j" in r else "—",
-            "status": "UNSTABLE (tails are lower bounds)" if r["unstable"] else ("SLO missed" if missed else "ok"),
+            "J/output token": human(r.get("energy_per_output_token_j", math.nan)),
+            "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
         })
     return pd.DataFrame(rows)
 
@@ -125,9 +128,17 @@ def cdf_points(values: np.ndarray, points: int = CDF_POINTS) -> tuple[np.ndarray
     return x[keep], y[keep]
 
 
-def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str] | None = None) -> go.Figure:
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str] | None = None,
+                slo_s: Mapping[str, float | None] | None = None, log_x: bool = False) -> go.Figure:
     """CDFs of TTFT, TPOT and E2E for one workload (measured, completed requests), one
-    line per fleet; metrics a workload does not report (TTFT of an image) are left out."""
+    line per fleet; metrics a workload does not report (TTFT of an image) are left out.
+
+    Each fleet has its own dash style and width, so identical fleets stay visible on top
+    of one another.  ``slo_s`` maps a metric (``ttft_s``...) to its SLO bound in seconds,
+    drawn as a vertical line; ``log_x`` puts the latencies on a log axis for the tails."""
     g = requests[(requests["workload"] == workload) & (requests["status"] == "completed")]
     if "measured" in g.columns:
         g = g[g["measured"]]
@@ -136,14 +147,19 @@ def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str]
     fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[LATENCY_LABELS[m] for m in metrics])
     for col, metric in enumerate(metrics, start=1):
         unit, scale = time_unit(g[metric].max() if len(g) else math.nan)
-        for fleet, fg in g.groupby("fleet", sort=False):
+        for i, (fleet, fg) in enumerate(g.groupby("fleet", sort=False)):
             x, y = cdf_points(fg[metric].dropna().to_numpy() / scale)
             fig.add_trace(go.Scatter(
                 x=x, y=y, mode="lines", name=str(fleet), legendgroup=str(fleet), showlegend=col == 1,
-                line=dict(color=colors.get(fleet)),
+                line=dict(color=colors.get(fleet), dash=DASHES[i % len(DASHES)], width=max(1.5, 4.0 - 0.6 * i)),
                 hovertemplate=f"{fleet}<br>%{{x:.3~g}} {unit}: %{{y:.1%}} of requests<extra></extra>",
             ), row=1, col=col)
-        fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit})", row=1, col=col)
+        bound = (slo_s or {}).get(metric)
+        if bound:
+            fig.add_vline(x=bound / scale, line=dict(color="#c0392b", dash="dot", width=1.5), row=1, col=col,
+                          annotation_text=f"SLO {bound / scale:.3g} {unit}", annotation_position="bottom right")
+        fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit}{', log' if log_x else ''})",
+                         type="log" if log_x else "linear", row=1, col=col)
     fig.update_yaxes(title_text="fraction of requests ≤ x (%)", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
     fig.update_layout(title=f"Latency CDFs: {workload}", **LAYOUT)
@@ -259,7 +275,9 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
     """$/request per workload (one panel each, own scale), one bar per fleet."""
     workloads = list(dict.fromkeys(summary["workload"]))
     colors = _colors(colors, _fleets(summary))
-    fig = make_subplots(rows=1, cols=max(len(workloads), 1), subplot_titles=workloads)
+    cols = max(len(workloads), 1)
+    # room between panels for each panel's own $ tick labels ("$0.00015")
+    fig = make_subplots(rows=1, cols=cols, subplot_titles=workloads, horizontal_spacing=min(0.12, 0.6 / cols))
     for col, workload in enumerate(workloads, start=1):
         g = summary[summary["workload"] == workload]
         for _, r in g.iterrows():
@@ -319,9 +337,24 @@ def roofline(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[st
                                  legendgroup="kinds", marker=dict(color="#777", size=11, symbol=_symbol(kind))))
     fig.update_xaxes(type="log", dtick=1, title_text="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", dtick=1, tickformat="~s", title_text="achieved FLOP/s per accelerator (FLOP/s)")
-    fig.update_layout(title="Roofline: AR decode is memory-bound, diffusion is compute-bound",
+    fig.update_layout(title=roofline_title(pools, accelerators, kinds),
                       height=560, **{**LAYOUT, "legend_title_text": "fleet / roof / kind"})
     return fig
+
+
+def roofline_title(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[str, str], str]) -> str:
+    """What the plotted points show: which pools sit left of their roof's ridge
+    (memory-bound) and which right of it (compute-bound), by workload kind."""
+    bound: dict[str, list[str]] = {"memory-bound": [], "compute-bound": []}
+    for _, p in pools.iterrows():
+        acc = accelerators[p["accelerator"]]
+        ridge = acc.peak_flops(p["precision"]) / acc.memory_bw_bytes_per_s
+        side = "memory-bound" if p["arithmetic_intensity_flop_per_byte"] < ridge else "compute-bound"
+        kind = kinds.get((p["fleet"], p["pool"]), "")
+        bound[side].append(KIND_SHORT.get(kind, kind or str(p["pool"])))
+    parts = [f"{side}: " + ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in pd.Series(labels).value_counts(sort=False).items())
+             for side, labels in bound.items() if labels]
+    return "Roofline: " + ("; ".join(parts) if parts else "no pool did work")
 
 
 def _symbol(kind: str) -> str:
@@ -480,4 +513,176 @@ def sweep_heatmap(sweep: pd.DataFrame, x: str, y: str, metric: str = "cost_per_r
     where = " / ".join(str(v) for v in (fleet, workload) if v)
     fig.update_layout(title=f"{metric} ({unit}) {where}", xaxis=dict(title=x, type="category"),
                       yaxis=dict(title=y, type="category"), **LAYOUT)
+    return fig
+
+
+# --- why a fleet missed its SLO -----------------------------------------------------
+
+MISS_LABELS = {"rejected": "rejected", "unfinished": "unfinished at the end", "ttft": "TTFT over bound",
+               "tpot": "TPOT over bound", "e2e": "E2E over bound"}
+
+
+def slo_miss_breakdown(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per fleet and workload: SLO attainment, its target, and the share of all measured
+    requests that missed for each reason (``slo_miss_<reason>`` / ``requests``; each miss
+    is counted once under its first reason, so the shares add up to 1 − attainment)."""
+    rows = []
+    for _, r in summary.iterrows():
+        row = {"fleet": r["fleet"], "workload": r["workload"], "requests": int(r["requests"]),
+               "slo_attainment": r["slo_attainment"], "slo_target": r["slo_target"]}
+        for reason in MISS_LABELS:
+            row[f"miss_{reason}_share"] = r.get(f"slo_miss_{reason}", 0) / r["requests"] if r["requests"] else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def slo_miss_chart(summary: pd.DataFrame) -> go.Figure:
+    """Stacked bars, one per fleet / workload: share of requests that missed the SLO, by
+    reason (rejected, unfinished, TTFT, TPOT, E2E)."""
+    table = slo_miss_breakdown(summary)
+    labels = [f"{f} / {w}" for f, w in zip(table["fleet"], table["workload"])]
+    fig = go.Figure()
+    for i, (reason, label) in enumerate(MISS_LABELS.items()):
+        fig.add_trace(go.Bar(y=labels, x=table[f"miss_{reason}_share"], name=label, orientation="h",
+                             marker_color=PALETTE[(i + 3) % len(PALETTE)],
+                             hovertemplate=f"%{{y}}<br>{label}: %{{x:.1%}} of requests<extra></extra>"))
+    fig.update_layout(title="Why requests missed the SLO (share of measured requests)", barmode="stack",
+                      xaxis=dict(title="requests missing the SLO (%)", tickformat=".0%", rangemode="tozero"),
+                      yaxis=dict(title="fleet / workload", automargin=True, autorange="reversed"),
+                      height=max(320, 30 * len(labels) + 140), **{**LAYOUT, "legend_title_text": "reason"})
+    return fig
+
+
+def saturation_signals(pools: pd.DataFrame) -> pd.DataFrame:
+    """Per pool, formatted: busy fraction, mean batch against ``max_batch``, KV (or
+    activation) memory in use mean / peak, queue mean / max / at the end, and whether its
+    backlog grew (unstable).  A pool near 100% on batch or memory with a queue is the
+    bottleneck of the workloads it serves."""
+    rows = []
+    for _, p in pools.iterrows():
+        rows.append({
+            "fleet": p["fleet"], "pool": p["pool"], "accelerator": p["accelerator"],
+            "busy": percent(p["busy_fraction"]),
+            "batch mean / max_batch": f"{human(p.get('batch_mean', math.nan))} / {int(p['max_batch'])} "
+                                      f"({percent(p.get('batch_fill_fraction', math.nan))})",
+            "KV memory mean / peak": f"{percent(p.get('memory_used_mean_fraction', math.nan))} / "
+                                     f"{percent(p.get('memory_used_peak_fraction', math.nan))}",
+            "queue mean / max / end": " / ".join(human(p.get(c, math.nan)) for c in ("queue_mean", "queue_max", "queue_end")),
+            "backlog": "growing" if bool(p.get("unstable", False)) else "steady",
+        })
+    return pd.DataFrame(rows)
+
+
+def miss_explanation(row: pd.Series, pools: pd.DataFrame, serving: Iterable[str]) -> str:
+    """One sentence on why ``row`` (a summary row) missed its SLO: attainment against
+    target, the largest miss reason, and the most saturated pool among ``serving``."""
+    shares = {k: row.get(f"slo_miss_{k}", 0) / row["requests"] for k in MISS_LABELS if row["requests"]}
+    top = max(shares, key=shares.get) if shares else None
+    text = (f"{row['workload']} on {row['fleet']}: {percent(row['slo_attainment'], 1)} met against a "
+            f"{percent(row['slo_target'], 1)} target")
+    if top and shares[top] > 0:
+        text += f"; mostly {MISS_LABELS[top]} ({percent(shares[top], 1)} of requests)"
+    mine = pools[(pools["fleet"] == row["fleet"]) & pools["pool"].isin(list(serving))]
+    if len(mine):
+        worst = mine.assign(pressure=mine[["batch_fill_fraction", "memory_used_peak_fraction", "busy_fraction"]]
+                            .max(axis=1)).sort_values("pressure").iloc[-1]
+        text += (f"; pool {worst['pool']} is the tightest: batch {percent(worst['batch_fill_fraction'])} full, "
+                 f"KV peak {percent(worst['memory_used_peak_fraction'])}, mean queue {human(worst['queue_mean'])}")
+    return text + "."
+
+
+# --- comparing N fleets -------------------------------------------------------------
+
+# (column, label, formatter, higher is better)
+FLEET_KPIS = (("capex_usd", "capex", usd, False), ("opex_usd_per_month", "opex / month", usd, False),
+              ("cost_usd_per_hour", "cost / hour", usd, False), ("it_power_avg_kw", "IT power avg (kW)", human, False),
+              ("it_power_max_kw", "IT power max (kW)", human, False),
+              ("output_tokens_per_s_per_mw", "output tokens/s per MW", human, True))
+WORKLOAD_KPIS = (("ttft_p50_s", "p50 TTFT", seconds, False), ("ttft_p99_s", "p99 TTFT", seconds, False),
+                 ("tpot_p50_s", "p50 TPOT", seconds, False), ("tpot_p99_s", "p99 TPOT", seconds, False),
+                 ("e2e_p99_s", "p99 E2E", seconds, False), ("slo_attainment", "SLO attainment", percent, True),
+                 ("goodput_rps", "goodput (req/s)", human, True), ("rejected_share", "rejected", percent, False),
+                 ("cost_per_request_usd", "$/request", usd, False),
+                 ("cost_per_1m_output_tokens_usd", "$/1M output tokens", usd, False),
+                 ("energy_per_output_token_j", "J/output token", human, False),
+                 ("energy_per_request_j", "J/request", human, False))
+
+
+def compare_all(summary: pd.DataFrame, fleets: pd.DataFrame, bands_pct: Mapping[str, float | None] | None = None
+                ) -> pd.DataFrame:
+    """Every KPI of every fleet and workload side by side: one row per (scope, metric),
+    one raw-value column per fleet, ``best`` (the fleet with the best value), ``spread``
+    (the size of worst / best − 1) and ``beyond_band`` (True when the spread exceeds the widest
+    performance-model uncertainty band of the fleets compared, ``bands_pct`` in %, so the
+    difference is not within what the model can tell apart; NaN when no band is known)."""
+    names = list(fleets["fleet"])
+    band = max((b for b in (bands_pct or {}).values() if b is not None), default=math.nan)
+    rows = []
+    by_fleet = fleets.set_index("fleet")
+    for column, label, fmt, higher in FLEET_KPIS:
+        if column in by_fleet.columns:
+            rows.append(_kpi_row("fleet", label, {n: by_fleet.loc[n, column] for n in names}, higher, band))
+    for workload in dict.fromkeys(summary["workload"]):
+        per = summary[summary["workload"] == workload].set_index("fleet")
+        for column, label, fmt, higher in WORKLOAD_KPIS:
+            if column in per.columns and per[column].notna().any():
+                rows.append(_kpi_row(workload, label, {n: per[column].get(n, math.nan) for n in names}, higher, band))
+    return pd.DataFrame(rows)
+
+
+def _kpi_row(scope: str, label: str, values: Mapping[str, float], higher: bool, band_pct: float) -> dict:
+    known = {k: float(v) for k, v in values.items() if not pd.isna(v)}
+    best = (max if higher else min)(known, key=known.get) if known else None
+    worst = (min if higher else max)(known, key=known.get) if known else None
+    spread = math.nan
+    if best is not None and known[best] != 0:
+        spread = abs(known[worst] / known[best] - 1)
+    beyond = math.nan if math.isnan(band_pct) or math.isnan(spread) else spread > band_pct / 100
+    differs = best is not None and known[best] != known[worst]
+    return {"scope": scope, "metric": label, **values, "best": best if differs else None,
+            "spread": spread, "beyond_band": beyond}
+
+
+def format_comparison(table: pd.DataFrame, fleets: list[str]) -> pd.DataFrame:
+    """``compare_all``'s table with every value formatted with its unit."""
+    formats = {label: fmt for _, label, fmt, _ in FLEET_KPIS + WORKLOAD_KPIS}
+    out = table.copy()
+    for name in fleets:
+        out[name] = [formats[m](v) if not pd.isna(v) else "—" for m, v in zip(table["metric"], table[name])]
+    out["spread"] = table["spread"].map(lambda s: "—" if pd.isna(s) else f"{100 * s:.0f}%")
+    out["beyond_band"] = table["beyond_band"].map(lambda b: "—" if pd.isna(b) else ("yes" if b else "within band"))
+    out["best"] = table["best"].fillna("—")
+    return out
+
+
+# --- energy and power ---------------------------------------------------------------
+
+def energy_chart(fleets: pd.DataFrame, summary: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """Three panels: IT power average and max per fleet (kW), output tokens/s per MW of
+    facility power, and energy per output token per workload (J/token)."""
+    colors = _colors(colors, _fleets(fleets))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=["IT power avg (bar) / max (tick)", "output tokens/s per MW",
+                                                        "energy per output token"])
+    for _, f in fleets.iterrows():
+        c = colors.get(f["fleet"])
+        fig.add_trace(go.Bar(x=[f["fleet"]], y=[f["it_power_avg_kw"]], marker_color=c, name=str(f["fleet"]),
+                             legendgroup=str(f["fleet"]),
+                             hovertemplate=f"{f['fleet']}: %{{y:.4~s}} kW average<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[f["fleet"]], y=[f["it_power_max_kw"]], mode="markers", showlegend=False,
+                                 marker=dict(symbol="line-ew-open", size=30, color=c, line=dict(width=3)),
+                                 hovertemplate=f"{f['fleet']}: %{{y:.4~s}} kW max<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Bar(x=[f["fleet"]], y=[f.get("output_tokens_per_s_per_mw", math.nan)], marker_color=c,
+                             showlegend=False, hovertemplate="%{y:.4~s} tokens/s per MW<extra></extra>"), row=1, col=2)
+    for _, r in summary.dropna(subset=["energy_per_output_token_j"]).iterrows():
+        fig.add_trace(go.Bar(x=[r["workload"]], y=[r["energy_per_output_token_j"]], marker_color=colors.get(r["fleet"]),
+                             showlegend=False, offsetgroup=str(r["fleet"]),
+                             hovertemplate=f"{r['fleet']} / {r['workload']}: %{{y:.3~g}} J/token<extra></extra>"),
+                      row=1, col=3)
+    fig.update_yaxes(title_text="IT power (kW)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="output tokens/s per MW (tokens/s/MW)", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="energy per output token (J/token)", rangemode="tozero", row=1, col=3)
+    fig.update_xaxes(title_text="fleet", row=1, col=1)
+    fig.update_xaxes(title_text="fleet", row=1, col=2)
+    fig.update_xaxes(title_text="workload", row=1, col=3)
+    fig.update_layout(title="Energy and power", barmode="group", height=460, **LAYOUT)
     return fig

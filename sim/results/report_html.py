@@ -117,10 +117,11 @@ STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1280px;color:#222}
 h1{margin-bottom:4px} .muted{color:#666}
 .cards{display:flex;flex-wrap:wrap;gap:16px;margin:16px 0}
-.fleet{border:1px solid #ddd;border-radius:8px;padding:12px 16px;min-width:300px;flex:1}
+.fleet{border:1px solid #ddd;border-radius:8px;padding:12px 16px;min-width:300px;flex:1 1 100%;max-width:100%;box-sizing:border-box}
+.wide{overflow-x:auto;max-width:100%}
 .fleet h3{margin:0 0 8px 0} .kpi{display:flex;justify-content:space-between;gap:12px}
 .kpi b{font-size:1.1em} table{border-collapse:collapse;margin-top:8px;font-size:.9em}
-td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:right;white-space:nowrap} td:first-child,th:first-child{text-align:left}
+td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:right;white-space:normal;overflow-wrap:anywhere} td:first-child,th:first-child{text-align:left}
 """
 
 
@@ -130,7 +131,7 @@ def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str) -> str:
     table = charts.kpi_workloads(summary, fleet["fleet"]).to_html(index=False, border=0)
     name = html.escape(str(fleet["fleet"]))
     return (f"<div class='fleet' style='border-top:4px solid {color}'><h3>{name}</h3>"
-            f"<div class='muted'>{html.escape(str(fleet['accelerators']))}</div>{kpis}{table}</div>")
+            f"<div class='muted'>{html.escape(str(fleet['accelerators']))}</div>{kpis}<div class='wide'>{table}</div></div>")
 
 
 def _page(title: str, subtitle: str, body: str) -> str:

@@ -1,9 +1,13 @@
 """The dashboard in a real browser: ``streamlit run app.py`` headless on a free port,
-driven by Debian's Chromium through Playwright. Loads the page, changes a control, runs
-the default scenario, waits for the KPI cards and a plotly chart, saves a screenshot.
+driven by Debian's Chromium through Playwright at 1600 px.
 
-With ``DCSIM_SCREENSHOTS=DIR`` it also saves the main page and the roofline view to DIR
-(how ``docs/dashboard-*.png`` are made)."""
+With 3 fleets (the default scenario) and 5 fleets (an uploaded scenario: the default's
+three plus two identical copies), every view is opened and checked for clipped text:
+no table cell, fleet card or KPI may have a scroll width above its client width.
+
+With ``DCSIM_SCREENSHOTS=DIR`` each view is saved as ``DIR/dashboard-<view>-<n>fleets.png``
+(``make screenshots`` writes them to docs/), and the 3-fleet Overview and Roofline as
+``dashboard-main.png`` and ``dashboard-roofline.png`` for the README."""
 
 from __future__ import annotations
 
@@ -16,12 +20,25 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 30.0
+VIEWS = ["Overview", "Latency", "Utilisation", "Cost", "Roofline", "SLO misses", "Compare", "Energy"]
+# every element whose text must not be cut: table cells, fleet cards and their KPIs, alerts
+README_SHOTS = {"Overview": "dashboard-main.png", "Roofline": "dashboard-roofline.png"}
+CHECKED = "td, th, [data-testid=fleet-card], [data-testid=kpi], [data-testid=kpi] *, [data-testid=stAlert] p"
+CLIPPED_JS = """(selector) => {
+  const out = [];
+  for (const el of document.querySelectorAll(selector)) {
+    if (el.offsetParent === null || el.clientWidth === 0) continue;  // hidden or inline
+    if (el.scrollWidth > el.clientWidth + 1) out.push(`${el.tagName} '${el.innerText.slice(0, 60)}' ${el.scrollWidth}>${el.clientWidth}`);
+  }
+  return out;
+}"""
 
 pytestmark = pytest.mark.slow
 
@@ -46,10 +63,10 @@ def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float) -> None:
     raise TimeoutError(f"streamlit did not answer on {url} within {timeout_s:g} s")
 
 
-@pytest.fixture
-def server(tmp_path):
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
     port = free_port()
-    log = open(tmp_path / "streamlit.log", "w")
+    log = open(tmp_path_factory.mktemp("streamlit") / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
@@ -69,48 +86,122 @@ def server(tmp_path):
         log.close()
 
 
-@pytest.fixture
-def page():
+@pytest.fixture(scope="module")
+def browser():
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} missing: `make browser` installs it (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            yield browser.new_page(viewport={"width": 1600, "height": 1000})
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def run_and_wait(page) -> float:
+    """Press Run; seconds until the fleet cards and a chart are drawn."""
+    run = page.get_by_role("button", name="Run")
+    assert run.is_enabled()
+    started = time.monotonic()
+    run.click()
+    page.locator("[data-testid=fleet-card]").first.wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=60_000)
+    return time.monotonic() - started
 
 
 def show_view(page, name: str) -> None:
     page.locator("[data-testid=stButtonGroup]").get_by_text(name, exact=True).click()
-    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=30_000)
-    time.sleep(1.0)  # let plotly finish drawing
+    page.wait_for_timeout(300)
+    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)
+    if page.locator(".js-plotly-plot:visible").count():
+        page.locator(".js-plotly-plot:visible .main-svg").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(500)  # let plotly finish drawing
 
 
-def test_run_the_default_scenario_in_a_browser(server, page, tmp_path):
+def check_views(page, fleets: int) -> None:
+    docs = os.environ.get("DCSIM_SCREENSHOTS")
+    for view in VIEWS:
+        show_view(page, view)
+        assert page.locator("[data-testid=stException]").count() == 0, view
+        clipped = page.evaluate(CLIPPED_JS, CHECKED)
+        assert not clipped, (view, fleets, clipped[:10])
+        if docs:
+            slug = view.lower().replace(" ", "-")
+            page.screenshot(path=str(Path(docs) / f"dashboard-{slug}-{fleets}fleets.png"), full_page=True)
+            if fleets == 3 and view in README_SHOTS:  # the two the README shows
+                page.screenshot(path=str(Path(docs) / README_SHOTS[view]))
+
+
+def test_three_fleets_every_view_without_clipped_text(server, page):
     page.goto(server)
-    run = page.get_by_role("button", name="Run")
-    run.wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
     # change a control: open the run settings, set the seed
     page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
     seed = page.get_by_label("seed")
     seed.fill("43")
     seed.press("Enter")
     page.wait_for_timeout(1500)  # the rerun after the edit
-    assert run.is_enabled()
-    run.click()
-    page.locator("[data-testid=stMetric]").first.wait_for(timeout=30_000)
-    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=30_000)
-    assert page.locator("[data-testid=stMetric]").count() >= 3 * 5  # three fleets' cards
+    elapsed_s = run_and_wait(page)
+    print(f"\nRun -> results on the default scenario: {elapsed_s:.1f} s")
+    assert page.locator("[data-testid=fleet-card]").count() == 3
     page.get_by_text("seed 43,").first.wait_for(timeout=5_000)  # the edited scenario ran
+    check_views(page, 3)
+    page.get_by_text("Fleets and pools as a table", exact=False).click()  # the table editor opens
+    page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=10_000)
     assert page.locator("[data-testid=stException]").count() == 0
-    time.sleep(1.0)
-    page.screenshot(path=str(tmp_path / "dashboard.png"))
-    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
-    docs = os.environ.get("DCSIM_SCREENSHOTS")
-    if docs:
-        page.screenshot(path=str(Path(docs) / "dashboard-main.png"))
-        show_view(page, "Roofline")
-        page.screenshot(path=str(Path(docs) / "dashboard-roofline.png"))
+    if os.environ.get("DCSIM_SCREENSHOTS"):
+        page.screenshot(path=str(Path(os.environ["DCSIM_SCREENSHOTS"]) / "dashboard-fleet-table-3fleets.png"))
+
+
+def five_fleets(path: Path) -> Path:
+    data = yaml.safe_load((ROOT / "scenarios" / "default.yaml").read_text())
+    copies = [dict(f, name=f"{f['name']}-copy") for f in data["fleets"][:2]]
+    data["fleets"] = data["fleets"] + copies
+    data["name"] = "default-5-fleets"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_five_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_path):
+    page.goto(server)
+    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").first.click()
+    page.get_by_role("option", name="upload a scenario…").click()
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(five_fleets(tmp_path / "five.yaml")))
+    page.get_by_text("five.yaml").wait_for(timeout=30_000)
+    page.wait_for_timeout(500)
+    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # upload parsed
+    run_and_wait(page)
+    page.locator("[data-testid=fleet-card]").nth(4).wait_for(timeout=30_000)
+    assert page.locator("[data-testid=fleet-card]").count() == 5
+    check_views(page, 5)
+
+
+def test_long_placement_error_is_full_width_and_run_says_why(server, page):
+    """TPU v5e (16 GB) cannot hold Llama-3.1-70B at tp=4: a ~450-character placement
+    error, shown full-width in the main panel, not broken word by word in the sidebar."""
+    page.goto(server)
+    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    sidebar = page.locator("[data-testid=stSidebar]")
+    sidebar.get_by_text("hardware mix", exact=True).click()
+    sidebar.locator("[data-testid=stSelectbox]").filter(has_text="accelerator").first.click()
+    page.keyboard.type("tpu-v5e")  # the option list is virtualised: type to filter
+    page.keyboard.press("Enter")
+    page.get_by_text("Run is disabled").wait_for(timeout=15_000)
+    assert page.get_by_role("button", name="Run").is_disabled()
+    error = page.locator("[data-testid=stMain] [data-testid=stAlert]").filter(has_text="cannot place model")
+    error.wait_for(timeout=5_000)
+    box = error.bounding_box()
+    assert box["width"] > 800 and box["height"] < 200, box  # full width, a few lines tall
+    assert not page.evaluate(CLIPPED_JS, "[data-testid=stAlert] p")

@@ -50,7 +50,7 @@ def has_unit(title: str) -> bool:
     return "(" in title and title.rstrip().endswith(")")
 
 
-CATEGORY_AXES = {"fleet", "fleet / pool", "metric"}  # categorical axes carry no unit
+CATEGORY_AXES = {"fleet", "fleet / pool", "metric", "fleet / workload", "workload"}  # categorical axes carry no unit
 
 
 def assert_units(fig) -> None:
@@ -128,6 +128,15 @@ def test_cost_per_request_panel_per_workload(results, colors):
     assert_units(fig)
 
 
+def test_cost_panels_leave_room_for_their_tick_labels():
+    """Four workloads: each panel's "$0.00015" ticks need ~80 px of a ~1300 px chart."""
+    summary = pd.DataFrame({"fleet": ["a"] * 4, "workload": list("wxyz"), "cost_per_request_usd": [1.5e-4] * 4})
+    fig = charts.cost_per_request(summary)
+    gaps = [fig.layout[f"xaxis{i + 1}"].domain[0] - fig.layout[f"xaxis{i if i > 1 else ''}"].domain[1]
+            for i in range(1, 4)]
+    assert min(gaps) >= 80 / 1300, gaps
+
+
 def test_roofline_roofs_and_operating_points(results, colors):
     acc = load_catalog().accelerators
     kinds = charts.pool_kinds(results.scenario)
@@ -166,11 +175,14 @@ def test_compare_fleets_marks_the_better_one(results, colors):
 
 def test_kpi_cards_are_formatted(results):
     kpi = charts.kpi_fleet(results.fleets.iloc[0], results.summary)
-    assert kpi["capex"].startswith("$") and kpi["IT power (max)"].endswith("kW")
+    assert kpi["capex"].startswith("$") and kpi["IT power avg / max"].endswith("kW")
+    assert "$/request (all)" not in kpi  # no average over chat tokens and images
     assert kpi["worst SLO attainment"].endswith("%")
     table = charts.kpi_workloads(results.summary, "h100")
     assert list(table["workload"]) == ["chat", "image"]
     assert table["p99 E2E"].str.contains(r"\d (?:ms|s|min)$").all()
+    assert {"$/request", "$/1M output tokens", "J/output token"} <= set(table.columns)
+    assert set(table["status"]) <= {"ok", "SLO missed", "UNSTABLE"}
     assert {"rejected (share, reason)", "misses TTFT/TPOT/E2E/rejected/unfinished",
             "req/s offered / served / goodput"} <= set(table.columns)
 
@@ -223,3 +235,79 @@ def test_sweep_heatmap_grid(sweep):
     assert z.shape == (2, 3)
     assert z[1][0] == pytest.approx(1.0 * 0.12 / 2)
     assert fig.data[0].text[1][0].startswith("$")
+
+
+def test_roofline_title_follows_the_plotted_points():
+    """Far left of every ridge (1 FLOP/byte) is memory-bound, far right (1e6) compute-bound,
+    whatever the catalog numbers; the title must say so per pool, not a fixed sentence."""
+    acc = load_catalog().accelerators
+    pools = pd.DataFrame({"fleet": ["a", "a", "b"], "pool": ["chat", "img", "chat"],
+                          "accelerator": ["h100-sxm", "h100-sxm", "mi300x"], "precision": ["fp8"] * 3,
+                          "arithmetic_intensity_flop_per_byte": [1.0, 1e6, 1e6]})
+    kinds = {("a", "chat"): "autoregressive", ("a", "img"): "image_diffusion", ("b", "chat"): "autoregressive"}
+    title = charts.roofline_title(pools, acc, kinds)
+    assert title == "Roofline: memory-bound: AR; compute-bound: image, AR"
+
+
+def test_latency_cdf_tells_identical_fleets_apart_and_marks_the_slo(results):
+    twin = results.requests.assign(fleet=results.requests["fleet"].replace({"b200": "h100-copy"}))
+    same = pd.concat([twin[twin["fleet"] == "h100"], twin[twin["fleet"] == "h100"].assign(fleet="h100-copy")])
+    fig = charts.latency_cdf(same, "chat", slo_s={"ttft_s": 2.0, "tpot_s": 0.1}, log_x=True)
+    lines = [t for t in fig.data if t.xaxis == "x"]
+    assert len(lines) == 2 and list(lines[0].x) == list(lines[1].x)  # same data...
+    assert lines[0].line.dash != lines[1].line.dash  # ...drawn differently
+    assert lines[0].line.width > lines[1].line.width
+    shapes = fig.layout.shapes
+    assert len(shapes) == 2
+    per_unit = {"ms": 1e-3, "s": 1.0}
+    expected = set()
+    for axis, bound_s in (("xaxis", 2.0), ("xaxis2", 0.1)):  # TTFT, TPOT in each axis's unit
+        unit = fig.layout[axis].title.text.split("(")[1].split(",")[0]
+        expected.add(round(bound_s / per_unit[unit], 6))
+    assert {round(s.x0, 6) for s in shapes} == expected
+    assert fig.layout.xaxis.type == "log"
+
+
+def test_slo_miss_shares_add_up_to_the_missed_fraction(results):
+    """Each miss is counted under one reason, so the shares sum to 1 - attainment
+    (attainment is computed separately, from the requests meeting every bound)."""
+    table = charts.slo_miss_breakdown(results.summary)
+    shares = table[[c for c in table.columns if c.startswith("miss_")]].sum(axis=1)
+    assert np.allclose(shares, 1 - table["slo_attainment"])
+    fig = charts.slo_miss_chart(results.summary)
+    assert [t.name for t in fig.data] == list(charts.MISS_LABELS.values())
+    assert_units(fig)
+
+
+def test_saturation_signals_show_batch_against_max_batch(results):
+    table = charts.saturation_signals(results.pools)
+    image = table[(table["fleet"] == "h100") & (table["pool"] == "image")].iloc[0]
+    assert image["batch mean / max_batch"].split(" / ")[1].startswith("8 ")  # SMALL's max_batch
+    assert set(table["backlog"]) <= {"growing", "steady"}
+
+
+def test_compare_all_picks_the_best_fleet_per_row_and_checks_the_band():
+    fleets = pd.DataFrame({"fleet": ["a", "b", "c"], "capex_usd": [300.0, 100.0, 200.0],
+                           "output_tokens_per_s_per_mw": [10.0, 10.5, 30.0]})
+    summary = pd.DataFrame({"fleet": ["a", "b", "c"], "workload": ["chat"] * 3,
+                            "slo_attainment": [0.9, 0.99, 0.95], "ttft_p99_s": [1.0, 1.0, 1.0]})
+    table = charts.compare_all(summary, fleets, {"a": 10.0, "b": None, "c": 5.0}).set_index("metric")
+    assert table.loc["capex", "best"] == "b" and table.loc["capex", "spread"] == pytest.approx(2.0)
+    assert table.loc["output tokens/s per MW", "best"] == "c"  # higher is better
+    assert table.loc["SLO attainment", "best"] == "b"
+    assert table.loc["capex", "beyond_band"]  # 200% > the widest band, 10%
+    assert table.loc["SLO attainment", "spread"] == pytest.approx(1 - 0.9 / 0.99)  # |worst / best - 1|
+    assert not table.loc["SLO attainment", "beyond_band"]  # 9.1% is within the ±10% band
+    assert pd.isna(table.loc["p99 TTFT", "best"])  # all equal: nothing to highlight
+    zero = charts.compare_all(summary.assign(rejected_share=[0.0, 0.0, 0.1]), fleets).set_index("metric")
+    assert zero.loc["rejected", "best"] in ("a", "b")  # 0% beats 10% though the ratio is undefined
+    shown = charts.format_comparison(table.reset_index(), ["a", "b", "c"])
+    assert list(shown["a"][:1]) == ["$300"]
+
+
+def test_energy_chart_has_units_and_one_bar_per_fleet(results, colors):
+    fig = charts.energy_chart(results.fleets, results.summary, colors)
+    power = [t for t in fig.data if t.type == "bar" and t.xaxis == "x"]
+    assert [t.x[0] for t in power] == list(results.fleets["fleet"])
+    assert [t.y[0] for t in power] == pytest.approx(list(results.fleets["it_power_avg_kw"]))
+    assert_units(fig)
