@@ -189,8 +189,6 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
     if not models:
         raise PlacementError(f"{where}: serves no stage that runs a model ({cfg.serves})")
     main, extra = models[0], models[1:]
-    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
-                     cfg.kv_precision, cfg.attention_precision)
     extra_weights = sum(m.weight_bytes(cfg.precision) for m in extra)
     peak_act, worst = _peak_activation(pool, shapes, names)
     layout = place_pool(
@@ -208,6 +206,11 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
         rack_power_budget_w=None if cfg.rack_power_budget_kw is None else cfg.rack_power_budget_kw * 1e3,
         where=where,
     )
+    # the perf model after placement: placement refuses a TP group larger than the scale-up
+    # domain (e.g. tp=4 on a wafer-scale part with no scale-up link) before any
+    # communication time is computed over a link that does not exist
+    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+                     cfg.kv_precision, cfg.attention_precision)
     pool.layout = layout
     pool.perf = perf
     pool.resident_bytes = layout.replica_weight_bytes + extra_weights

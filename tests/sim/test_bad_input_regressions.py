@@ -508,3 +508,11 @@ def test_trace_path_that_is_not_a_file(tmp_path, kind):
     started = time.perf_counter()
     refused(tmp_path, data, "trace")
     assert time.perf_counter() - started < 10
+
+
+def test_tp_beyond_the_scale_up_domain_of_a_wafer_is_refused_not_divided_by_zero(tmp_path):
+    """Found in the dashboard: tp=4 on cerebras-wse3 (scale-up domain of 1, no scale-up
+    link) built the perf model before placement and divided by a zero link bandwidth."""
+    data = copy.deepcopy(BASE)
+    data["fleets"][0]["pools"][0].update(accelerator="cerebras-wse3", tp=4, precision="bf16")
+    refused(tmp_path, data, "fleets[0] 'h100' pools[0] 'chat'", "tp=4 but TP must fit one scale-up domain of 1")
