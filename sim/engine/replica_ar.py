@@ -55,11 +55,11 @@ from sim.models.perf import (
     decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
-from sim.engine.request import COMPLETED, Request
+from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_priority
 
 
-class ARReplica(TimerDriven):
+class ARReplica(TimerDriven, RouterFacing):
     """One replica of an autoregressive pool (see module docstring).
 
     Args:
@@ -117,13 +117,6 @@ class ARReplica(TimerDriven):
         self._seg_version = -1
 
     # --- queries used by routers ---------------------------------------------------
-    @property
-    def queued(self) -> int:
-        return len(self.waiting)
-
-    @property
-    def has_slot(self) -> bool:
-        return self.outstanding < self.max_batch
 
     # --- KV cache ------------------------------------------------------------------
     def blocks_used(self, counter: int) -> int:
@@ -200,8 +193,7 @@ class ARReplica(TimerDriven):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
-        for index, i in self.watchers:
-            index.changed(i)
+        self._tell_watchers()
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -236,8 +228,7 @@ class ARReplica(TimerDriven):
             freed = True
             self.run.request_finished()
         if freed:
-            for index, i in self.watchers:
-                index.changed(i)
+            self._tell_watchers()
             for listener in self.listeners:
                 listener.pull(self)
             if len(self.order) > 2 * self.n_running + 64:
@@ -258,8 +249,7 @@ class ARReplica(TimerDriven):
             self.waiting.appendleft(victim)
             preempted = True
         if preempted:
-            for index, i in self.watchers:
-                index.changed(i)
+            self._tell_watchers()
         return preempted
 
     def _admit(self) -> list[Request]:
@@ -287,8 +277,7 @@ class ARReplica(TimerDriven):
             self._add_running(req, tokens)
             admitted.append(req)
         if admitted:
-            for index, i in self.watchers:
-                index.changed(i)
+            self._tell_watchers()
         return admitted
 
     def _head_fits(self, counter: int) -> bool:

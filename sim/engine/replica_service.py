@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from sim.engine.request import COMPLETED, Request
+from sim.engine.request import COMPLETED, Request, RouterFacing
 
 
-class ServiceReplica:
+class ServiceReplica(RouterFacing):
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
         self.env = run.env
@@ -23,13 +23,6 @@ class ServiceReplica:
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self.watchers: list = []  # (router index, i): told when outstanding/queued change
 
-    @property
-    def queued(self) -> int:
-        return len(self.waiting)
-
-    @property
-    def has_slot(self) -> bool:
-        return self.outstanding < self.max_batch
 
     def submit(self, req: Request) -> None:
         req.replica = self.index
@@ -38,8 +31,7 @@ class ServiceReplica:
             self._start(req)
         else:
             self.waiting.append(req)
-        for index, i in self.watchers:
-            index.changed(i)
+        self._tell_watchers()
 
     def _start(self, req: Request) -> None:
         self.busy += 1
@@ -62,7 +54,6 @@ class ServiceReplica:
         self.run.request_finished()
         if self.waiting:
             self._start(self.waiting.popleft())
-        for index, i in self.watchers:
-            index.changed(i)
+        self._tell_watchers()
         for listener in self.listeners:
             listener.pull(self)

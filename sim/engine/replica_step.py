@@ -33,12 +33,12 @@ import heapq
 from collections import deque
 from itertools import count
 
-from sim.engine.request import Request
+from sim.engine.request import Request, RouterFacing
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, STAGE, STEPS, TOKENS, VERIFY, WIDTH
 from sim.engine.timer import TimerDriven, replica_priority
 
 
-class StepReplica(TimerDriven):
+class StepReplica(TimerDriven, RouterFacing):
     """One replica of a step-batched pool (see module docstring)."""
 
     def __init__(self, run, pool, index: int) -> None:
@@ -78,13 +78,6 @@ class StepReplica(TimerDriven):
         self._anchor = 0.0
         self._seg_steps = 0
 
-    @property
-    def queued(self) -> int:
-        return len(self.waiting)
-
-    @property
-    def has_slot(self) -> bool:
-        return self.outstanding < self.max_batch
 
     def _phase_fits(self, ph: tuple, base: float = 0.0) -> bool:
         return (
@@ -99,8 +92,7 @@ class StepReplica(TimerDriven):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
-        for index, i in self.watchers:
-            index.changed(i)
+        self._tell_watchers()
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -161,8 +153,7 @@ class StepReplica(TimerDriven):
     def _leave(self, req: Request) -> None:
         self.members -= 1
         self.outstanding -= 1
-        for index, i in self.watchers:
-            index.changed(i)
+        self._tell_watchers()
         self.reserved -= req.reserved_bytes
         req.phases = ()
         self.pool.finish_leg(req)
@@ -188,8 +179,7 @@ class StepReplica(TimerDriven):
             req.phase = _first(req)
             self._enter_phase(req)
         if len(self.waiting) != waiting:
-            for index, i in self.watchers:
-                index.changed(i)
+            self._tell_watchers()
 
     # --- steps ---------------------------------------------------------------------
     # While the batch does not change every step costs the same t, and step j of the

@@ -69,3 +69,25 @@ class Request:
     blocked_at_s: float = 0.0
     cur_pool: int = -1
     pool_shares: tuple = ()  # ((pool index, cumulative share_s when it left that pool), ...)
+
+
+class RouterFacing:
+    """What every replica type shows its routers: requests ``queued`` for admission, a
+    free batch slot (``has_slot``: outstanding < max_batch), and :meth:`_tell_watchers`,
+    called whenever ``outstanding`` or ``queued`` changes so the routers' indexes
+    (:mod:`sim.engine.router`) stay current. Subclasses set ``waiting`` (a deque),
+    ``outstanding``, ``max_batch`` and ``watchers`` (a list of (router index, position))."""
+
+    __slots__ = ()
+
+    @property
+    def queued(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def has_slot(self) -> bool:
+        return self.outstanding < self.max_batch
+
+    def _tell_watchers(self) -> None:
+        for index, i in self.watchers:
+            index.changed(i)
