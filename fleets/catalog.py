@@ -27,8 +27,10 @@ STATUS_WORDS = ("verified", "secondary", "unverified", "derived", "assumed")
 # points, transferred from other chips by a stated rule, or taken from the spec alone.
 EFFICIENCY_STATUS_WORDS = ("calibrated", "transferred", "spec-only")
 # Live bf16 activation values per (token x hidden channel) at the peak of one denoiser
-# forward; calibrated on the HunyuanVideo README's 60 GB peak (derivation in models.csv).
-ACTIVATION_VALUES_PER_TOKEN_CHANNEL = 24.0
+# forward: 46.3, least squares on the HunyuanVideo README's peaks (60 GB at 720x1280x129f,
+# 45 GB at 544x960x129f; residuals -0.2%/+0.5%), checked on CogVideoX-2B/5B (+12%/+16%)
+# and Wan2.1-1.3B (-5%): fleets/activation_fit.py, fleets/data/video_dit_peak_memory.csv.
+ACTIVATION_VALUES_PER_TOKEN_CHANNEL = 46.3
 ACTIVATION_BYTES_PER_VALUE = 2.0
 
 
@@ -57,7 +59,8 @@ def activation_bytes_estimate(latent_tokens: float, hidden: float) -> float:
     """Peak activation bytes of one denoiser forward for one sample (no CFG).
 
     ``c x latent_tokens x hidden x 2 B`` with c = :data:`ACTIVATION_VALUES_PER_TOKEN_CHANNEL`
-    (assumed; see the ``assumptions`` column of ``fleets/data/models.csv``).
+    (fitted on published video-DiT peaks, :mod:`fleets.activation_fit`; an extrapolation
+    for image models, encoders and verifiers).
     """
     return (ACTIVATION_VALUES_PER_TOKEN_CHANNEL * latent_tokens * hidden
             * ACTIVATION_BYTES_PER_VALUE)

@@ -22,7 +22,7 @@ from fleets.packing import FleetPacking, PoolShare, pack_fleet
 from fleets.placement import PoolLayout, place_pool
 from sim.errors import PlacementError
 from sim.models.economics import check_rentable
-from sim.models.perf import PerfModel
+from sim.models.perf import PerfModel, StagePerfs
 from sim.engine.request import Request
 from sim.engine.run import PoolStats
 from sim.scenario import STAGES, FleetConfig, PoolConfig, Scenario, _engine_family, split_serves
@@ -47,6 +47,7 @@ class Pool:
     layout: PoolLayout | None = None
     share: PoolShare | None = None  # of the fleet's packed nodes and racks
     perf: PerfModel | None = None
+    stage_perfs: StagePerfs | None = None  # step pools: each phase's own roofline (co-located stages)
     kv_capacity_blocks: int = 0
     free_bytes: float = 0.0
     resident_bytes: float = 0.0
@@ -213,6 +214,8 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
                      cfg.kv_precision, cfg.attention_precision)
     pool.layout = layout
     pool.perf = perf
+    pool.stage_perfs = StagePerfs(perf, catalog.model, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+                                  cfg.kv_precision, cfg.attention_precision)
     pool.resident_bytes = layout.replica_weight_bytes + extra_weights
     pool.free_bytes = layout.replica_free_bytes - extra_weights
     if peak_act > pool.free_bytes:

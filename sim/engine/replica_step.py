@@ -34,7 +34,7 @@ from collections import deque
 from itertools import count
 
 from sim.engine.request import Request, RouterFacing
-from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, STAGE, STEPS, TOKENS, VERIFY, WIDTH
+from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, STAGE, STEPS, TOKENS, VERIFY, WIDTH
 from sim.engine.timer import TimerDriven, replica_priority
 
 
@@ -47,6 +47,7 @@ class StepReplica(TimerDriven, RouterFacing):
         self.pool = pool
         self.index = index
         self.perf = pool.perf
+        self.stage_perfs = pool.stage_perfs
         self.max_batch = pool.config.max_batch
         self.free_bytes = pool.free_bytes
         self.waiting: deque[Request] = deque()
@@ -56,8 +57,10 @@ class StepReplica(TimerDriven, RouterFacing):
         self.members = 0
         self.width = 0
         self.flops = 0.0
-        self.bytes = 0.0
-        self.tokens = 0.0
+        # per kernel (the model keys a phase runs): [width, flops, bytes beyond weights, tokens];
+        # each kernel streams its own weights at its own roofline every step
+        self.kernels: dict[tuple, list] = {}
+        self._step_bytes = 0.0
         self.reserved = 0.0
         self.steps_done = 0
         self.acc = 0.0
@@ -106,8 +109,13 @@ class StepReplica(TimerDriven, RouterFacing):
         w = ph[WIDTH]
         self.width += w
         self.flops += w * ph[FLOPS]
-        self.bytes += w * ph[BYTES]
-        self.tokens += w * ph[TOKENS]
+        g = self.kernels.get(ph[KERNEL])
+        if g is None:
+            g = self.kernels[ph[KERNEL]] = [0, 0.0, 0.0, 0.0]
+        g[0] += w
+        g[1] += w * ph[FLOPS]
+        g[2] += w * ph[BYTES]
+        g[3] += w * ph[TOKENS]
         self.reserved += w * ph[ACT]
         req.acc_mark = self.acc
         seq = next(self.seq)
@@ -120,8 +128,14 @@ class StepReplica(TimerDriven, RouterFacing):
         w = ph[WIDTH]
         self.width -= w
         self.flops -= w * ph[FLOPS]
-        self.bytes -= w * ph[BYTES]
-        self.tokens -= w * ph[TOKENS]
+        g = self.kernels[ph[KERNEL]]
+        g[0] -= w
+        if g[0]:
+            g[1] -= w * ph[FLOPS]
+            g[2] -= w * ph[BYTES]
+            g[3] -= w * ph[TOKENS]
+        else:  # exact zero: no float residue
+            del self.kernels[ph[KERNEL]]
         self.reserved -= w * ph[ACT]
         req.share_s += w * (self.acc - req.acc_mark)
         if ph[STAGE] == DENOISE:
@@ -146,7 +160,7 @@ class StepReplica(TimerDriven, RouterFacing):
             else:
                 self._enter_phase(req)
         if not self.width:  # exact zero: no float residue between busy periods
-            self.flops = self.bytes = self.tokens = 0.0
+            self.flops = 0.0
             if not self.members:
                 self.reserved = 0.0
 
@@ -193,8 +207,7 @@ class StepReplica(TimerDriven, RouterFacing):
             return
         now = self.env.now
         if self._seg_version != self._version:  # the batch changed: new segment
-            perf = self.perf
-            self._step_s = perf.time_s(self.flops, perf.weight_bytes_read(self.tokens) + self.bytes, self.tokens)
+            self._step_s, self._step_bytes = self._step_cost()
             self._anchor = now
             self._seg_steps = self.steps_done
             self._seg_version = self._version
@@ -203,6 +216,17 @@ class StepReplica(TimerDriven, RouterFacing):
         self._start = now
         self._cuttable = not self.run.exact
         self._start_timer_at(self._anchor + (self._j0 + self._steps) * self._step_s)
+
+    def _step_cost(self) -> tuple[float, float]:
+        """(time, bytes moved) of one batch step: each kernel's own roofline over its
+        members' FLOP, its own weights plus their bytes, and its own interconnect time."""
+        t = moved = 0.0
+        for key, (_, flops, bytes_, tokens) in self.kernels.items():
+            perf = self.stage_perfs.get(key)
+            b = perf.weight_bytes_read(tokens) + bytes_
+            t += perf.time_s(flops, b, tokens)
+            moved += b
+        return t, moved
 
     def _cut(self) -> None:
         """End the running steps at the first step boundary at or after now."""
@@ -219,13 +243,13 @@ class StepReplica(TimerDriven, RouterFacing):
     def _finish(self, end: float | None = None) -> None:
         if not self._steps:  # the wake-up timer of an idle replica
             return
-        n, t, perf = self._steps, self._step_s, self.perf
+        n, t = self._steps, self._step_s
         self._steps = 0
         self._cuttable = False
         self.steps_done += n
         self.acc += n * t / self.width
         flops = n * self.flops
-        bytes_moved = n * (perf.weight_bytes_read(self.tokens) + self.bytes)
+        bytes_moved = n * self._step_bytes
         end = self.env.now if end is None else end
         self.run.account(self.pool.stats, self._start, end, flops, bytes_moved, self.pool.resident_bytes + self.reserved)
 

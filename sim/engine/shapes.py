@@ -1,10 +1,13 @@
 """Request shapes of the step-batched (diffusion-family) workloads: lists of phases.
 
-A phase is ``(steps, width, flops, bytes, tokens, first_output, act_bytes, stage)`` per
-sample-step: ``steps`` forwards of ``width`` samples, each costing ``flops`` FLOP,
+A phase is ``(steps, width, flops, bytes, tokens, first_output, act_bytes, stage, kernel)``
+per sample-step: ``steps`` forwards of ``width`` samples, each costing ``flops`` FLOP,
 ``bytes`` bytes beyond the weights, ``tokens`` tokens through the interconnect, and
 holding ``act_bytes`` of activation memory per sample while it runs. ``stage`` says which
-pipeline stage it belongs to (:data:`STAGE_CODES`), which decides the pool it runs on.
+pipeline stage it belongs to (:data:`STAGE_CODES`), which decides the pool it runs on;
+``kernel`` is the tuple of catalog model keys the phase runs, whose weights it streams and
+whose roofline times it (:class:`sim.models.perf.StagePerfs`): a co-located text encoder,
+VAE or safety checker runs at its own arithmetic intensity, not the denoiser's.
 
 - image/video diffusion: text encoder(s) (once, twice with CFG for the negative prompt)
   → denoiser × S steps → safety filter → VAE decode.  CFG is batched (one forward of a
@@ -37,7 +40,7 @@ DENOISE, ENCODE, VERIFY, SAFETY, DECODE, PREFILL = range(6)
 STAGE_CODES = {"denoise": DENOISE, "encode": ENCODE, "verify": VERIFY, "safety": SAFETY, "decode": DECODE}
 
 # phase tuple fields
-STEPS, WIDTH, FLOPS, BYTES, TOKENS, FIRST_OUTPUT, ACT, STAGE = range(8)
+STEPS, WIDTH, FLOPS, BYTES, TOKENS, FIRST_OUTPUT, ACT, STAGE, KERNEL = range(9)
 # How each model's reference code runs classifier-free guidance.  "sequential": the
 # conditional and unconditional passes are two forwards one after the other (2x FLOP and
 # weight reads, 1x peak activations): Wan 2.1, github.com/Wan-Video/Wan2.1
@@ -66,6 +69,7 @@ class PictureShape:
     scale: float
     default_steps: int
     cfg_passes: int = 1  # forwards per denoising step: 2 for sequential CFG, else 1
+    kernel: tuple = ()  # the denoiser's model key, as the KERNEL of its phases
 
 
 def cfg_mode(workload, model) -> str:
@@ -102,10 +106,10 @@ def picture_shape(workload, catalog: Catalog) -> PictureShape:
     latent = (getattr(model, "latent_bytes_per_sample", None) or 0.0) * x
     if guidance == 2 and cfg_mode(workload, model) == "sequential":
         return PictureShape(guidance, flops, act, tokens, encode, safety, decode, verify, latent, x,
-                            model.default_steps or 1, cfg_passes=2)
+                            model.default_steps or 1, cfg_passes=2, kernel=(model.key,))
     return PictureShape(
         guidance, flops * guidance, act * guidance, tokens * guidance, encode, safety, decode, verify, latent, x,
-        model.default_steps or 1,
+        model.default_steps or 1, kernel=(model.key,),
     )
 
 
@@ -134,11 +138,12 @@ def _pipeline_models(catalog: Catalog, model) -> tuple[list, object, object]:
 
 
 def _aux_phase(models: list, stage: int, calls: int, scale: float) -> tuple:
-    """One forward of each of ``models`` (``calls`` times each), as a single step."""
+    """One forward of each of ``models`` (``calls`` times each), as a single step that
+    streams their own weights (kernel: their keys)."""
     flops = sum((m.flops_per_step or 2.0 * m.params * (m.latent_tokens or 1)) for m in models) * calls * scale
     act = max((m.activation_bytes_per_sample or 0.0) for m in models) * calls * scale
     tokens = sum((m.latent_tokens or 0) for m in models) * calls * scale
-    return (1, 1, flops, act, tokens, False, act, stage)
+    return (1, 1, flops, act, tokens, False, act, stage, tuple(m.key for m in models))
 
 
 def aux_models(workload, catalog: Catalog, stage: str) -> list:
@@ -162,7 +167,7 @@ def picture_phases(workload, shape: PictureShape, failures: tuple = ()) -> list[
     phases: list[tuple] = []
     if shape.encode:
         phases.append(shape.encode)
-    den = (shape.denoise_flops, shape.denoise_act_bytes, shape.denoise_tokens, shape.cfg_passes)
+    den = (shape.denoise_flops, shape.denoise_act_bytes, shape.denoise_tokens, shape.cfg_passes, shape.kernel)
     if workload.kind == "branching_search":
         _search_denoise(workload, shape, den, failures, phases)
     else:
@@ -186,8 +191,8 @@ def request_phases(workload, shape: PictureShape, steps: int, images: int) -> li
 
 
 def _denoise(steps: int, width: int, den: tuple) -> tuple:
-    flops, act, tokens, passes = den  # sequential CFG: two single-pass forwards per step
-    return (steps * passes, width, flops, act, tokens, False, act, DENOISE)
+    flops, act, tokens, passes, kernel = den  # sequential CFG: two single-pass forwards per step
+    return (steps * passes, width, flops, act, tokens, False, act, DENOISE, kernel)
 
 
 def _search_denoise(workload, shape: PictureShape, den: tuple, failures: tuple, phases: list) -> None:
@@ -211,8 +216,8 @@ def _search_denoise(workload, shape: PictureShape, den: tuple, failures: tuple, 
 
 
 def _verify(shape: PictureShape, width: int) -> tuple:
-    steps, _, flops, bytes_, tokens, first, act, stage = shape.verify
-    return (steps, width, flops, bytes_, tokens, first, act, stage)
+    steps, _, flops, bytes_, tokens, first, act, stage, kernel = shape.verify
+    return (steps, width, flops, bytes_, tokens, first, act, stage, kernel)
 
 
 def diffusion_lm_phases(workload, perf: PerfModel, req: Request) -> tuple[list[tuple], float]:
@@ -228,10 +233,11 @@ def diffusion_lm_phases(workload, perf: PerfModel, req: Request) -> tuple[list[t
     # bidirectional attention (LLaDA-style masked diffusion): every prompt token attends to
     # every other, n² pairs, not the causal n²/2 of an autoregressive prefill
     prefill_flops = linear * prompt + pair * float(prompt) ** 2
-    phases = [(1, 1, prefill_flops, kv * prompt, prompt, False, act, PREFILL)]
+    kernel = (perf.model.key,)
+    phases = [(1, 1, prefill_flops, kv * prompt, prompt, False, act, PREFILL, kernel)]
     for i in range(blocks):
         context = prompt + i * block
         flops = linear * block + pair * block * (context + block)
-        phases.append((req.steps, 1, flops, kv * (context + block), block, i == 0, act, DENOISE))
+        phases.append((req.steps, 1, flops, kv * (context + block), block, i == 0, act, DENOISE, kernel))
     return phases, kv * (prompt + blocks * block)
 

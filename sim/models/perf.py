@@ -199,6 +199,69 @@ class PerfModel:
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
 
 
+class StagePerf:
+    """Roofline of one co-located pipeline stage that runs several models one after the other
+    in a step (e.g. SDXL's CLIP-L and OpenCLIP-bigG text encoders): their weights are summed,
+    their FLOP come summed in the phase, and each model's TP all-reduces are charged at its
+    own share of the stage's tokens (the phase's tokens are Σ latent_tokens × calls × scale,
+    so a model's share is its latent_tokens over the sum).
+
+    The stage is timed as one roofline over the summed FLOP and bytes, not as a sum of one
+    roofline per model: equal when the models sit on the same side of the ridge point
+    (true of the text encoders at batch ≤ a few hundred prompts), a lower bound otherwise.
+    """
+
+    def __init__(self, perfs: list[PerfModel]) -> None:
+        first = perfs[0]
+        self.perfs = perfs
+        self.model = first.model
+        self.compute_rate = first.compute_rate
+        self.mem_rate = first.mem_rate
+        self.overhead_s = first.overhead_s
+        self.weight_bytes = sum(p.weight_bytes for p in perfs)
+        tokens = [float(p.model.latent_tokens or 0) for p in perfs]
+        total = sum(tokens)
+        self._shares = [t / total if total else 1.0 / len(perfs) for t in tokens]
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        return self.weight_bytes
+
+    def comm_time_s(self, tokens: float) -> float:
+        return sum(p.comm_time_s(tokens * share) for p, share in zip(self.perfs, self._shares))
+
+    def time_s(self, flops: float, bytes_moved: float, tokens: float) -> float:
+        return max(flops / self.compute_rate, bytes_moved / self.mem_rate) + self.comm_time_s(tokens) + self.overhead_s
+
+
+class StagePerfs:
+    """The roofline model each phase of a step-batched replica runs at, by the tuple of model
+    keys the phase names (:data:`sim.engine.shapes.KERNEL`).
+
+    The replica's own model (the denoiser, or the stage a stage pool was placed for) uses
+    the pool's :class:`PerfModel`; a co-located stage (text encoders, VAE decoder, safety
+    checker, verifier) gets a model of its own on the same chips and layout, so it streams
+    its own weights and runs at its own arithmetic intensity
+    (FLOP / (own weights + own activations)) instead of the denoiser's. Built lazily, once
+    per stage.
+    """
+
+    def __init__(self, main: PerfModel, model_of, tp: int, pp: int, iteration_overhead_s: float = 0.0,
+                 kv_precision: str | None = None, attention_precision: str | None = None) -> None:
+        self.main = main
+        self._model_of = model_of  # key -> fleets.catalog.Model
+        self._args = (tp, pp, iteration_overhead_s, kv_precision, attention_precision)
+        self._perfs: dict[tuple, PerfModel | StagePerf] = {(main.model.key,): main}
+
+    def get(self, keys: tuple) -> PerfModel | StagePerf:
+        perf = self._perfs.get(keys)
+        if perf is None:
+            tp, pp, overhead, kv, attn = self._args
+            parts = [PerfModel(self.main.accelerator, self._model_of(k), self.main.precision, tp, pp, overhead, kv, attn)
+                     for k in keys]
+            perf = self._perfs[keys] = parts[0] if len(parts) == 1 else StagePerf(parts)
+        return perf
+
+
 def check_tp_divides_heads(model: Model, tp: int, where: str = "") -> None:
     """Raise UserError unless ``tp`` divides the model's attention heads (each TP shard runs
     whole heads; Megatron-style head sharding).  Models without heads pass."""

@@ -111,8 +111,13 @@ def test_mixtral_experts_add_up():
                                  "openclip-bigg-text", "t5-xxl-encoder", "umt5-xxl-encoder",
                                  "sd-safety-checker"])
 def test_activation_bytes_follow_documented_formula(key):
+    # c = 46.3: least squares on the HunyuanVideo README peaks (60 GB at 119,056 tokens, 45 GB
+    # at 67,576 tokens, hidden 3072, 26 GB DiT weights resident), x = tokens*hidden*2 B
+    x = [119056 * 3072 * 2, 67576 * 3072 * 2]
+    y = [60e9 - 26e9, 45e9 - 26e9]
+    c = round((x[0] * y[0] + x[1] * y[1]) / (x[0] ** 2 + x[1] ** 2), 1)
     model = CATALOG.model(key)
-    expected = 24 * model.latent_tokens * model.hidden * 2
+    expected = c * model.latent_tokens * model.hidden * 2
     assert model.activation_bytes_per_sample == pytest.approx(expected, rel=1e-5)
     assert activation_bytes_estimate(model.latent_tokens, model.hidden) == expected
 
