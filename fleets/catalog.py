@@ -230,6 +230,8 @@ class Model:
     ref_frames: int | None = None
     latent_bytes_per_sample: float | None = None
     attention_flops_fraction: float | None = None
+    moe_layers: int | None = None  # layers with routed experts (MoE); None: all of them
+    kv_values_per_token_layer: int | None = None  # cached values per token per layer if not 2·kv_heads·head_dim (MLA)
 
     def flops_per_step_at(self, tokens: float) -> float:
         """FLOP per sample per forward at ``tokens`` latent tokens (no CFG).
@@ -253,7 +255,10 @@ class Model:
         return self.params * BYTES_PER_PARAM[precision]
 
     def kv_bytes_per_token(self, precision: str) -> float:
-        """KV-cache bytes per token: 2 (K and V) x layers x kv_heads x head_dim x bytes.
+        """KV-cache bytes per token: 2 (K and V) x layers x kv_heads x head_dim x bytes, or
+        layers x ``kv_values_per_token_layer`` x bytes when set (multi-head latent attention
+        caches one compressed latent plus a RoPE key per token and layer: 512 + 64 values
+        for DeepSeek-V3).
 
         The KV cache is stored at ``precision``.  0 for models without a KV cache (image
         and video diffusion, verifiers: no ``kv_heads``).  For a diffusion LM it is the
@@ -263,6 +268,8 @@ class Model:
         check_precision(precision, f"model '{self.key}'")
         if self.kind not in ("autoregressive", "diffusion_lm") or not self.kv_heads:
             return 0.0
+        if self.kv_values_per_token_layer:
+            return float(self.layers * self.kv_values_per_token_layer * BYTES_PER_PARAM[precision])
         return 2.0 * self.layers * self.kv_heads * self.head_dim * BYTES_PER_PARAM[precision]
 
     @property
@@ -276,6 +283,31 @@ class Model:
         if not self.is_moe:
             return self.params
         return self.params - self.n_experts * self.expert_params
+
+    @property
+    def routed_layers(self) -> int:
+        """Layers with routed experts (``moe_layers``, else every layer; 0 for a dense model)."""
+        if not self.is_moe:
+            return 0
+        return self.moe_layers or self.layers or 0
+
+    def replica_weight_bytes(self, precision: str, tp: int = 1, ep: int = 1) -> float:
+        """Weight bytes held by one replica. With expert parallelism (ep > 1) the routed
+        experts are stored once, sharded over the ``ep`` accelerators, and the shared part
+        (attention, dense layers, shared expert, embeddings) once per data-parallel
+        attention group of ``tp`` accelerators (ep / tp groups); else all weights once."""
+        if ep <= 1 or not self.is_moe:
+            return self.weight_bytes(precision)
+        per_param = BYTES_PER_PARAM[check_precision(precision, f"model '{self.key}'")]
+        return ((ep // tp) * self.shared_params + self.n_experts * self.expert_params) * per_param
+
+    def weight_bytes_per_accelerator(self, precision: str, tp: int = 1, ep: int = 1) -> float:
+        """Weight bytes on each accelerator of a ``tp`` (x ``ep``) group: shared / tp +
+        experts / ep with expert parallelism, all weights / tp without."""
+        if ep <= 1 or not self.is_moe:
+            return self.weight_bytes(precision) / tp
+        per_param = BYTES_PER_PARAM[check_precision(precision, f"model '{self.key}'")]
+        return (self.shared_params / tp + self.n_experts * self.expert_params / ep) * per_param
 
 
 @dataclass(frozen=True, slots=True)

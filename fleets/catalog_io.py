@@ -79,6 +79,8 @@ MODEL_COLUMNS = {
     "ref_frames": ("ref_frames", int),
     "latent_bytes_per_sample": ("latent_bytes_per_sample", 1.0),
     "attention_flops_fraction": ("attention_flops_fraction", 1.0),
+    "moe_layers": ("moe_layers", int),
+    "kv_values_per_token_layer": ("kv_values_per_token_layer", int),
 }
 MODEL_REQUIRED = {"key", "name", "kind", "params_b", "active_params_b", "source", "status"}
 

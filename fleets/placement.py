@@ -42,6 +42,7 @@ class PoolLayout:
     node_power_w: float
     rack_power_w: float
     it_power_max_w: float
+    ep: int = 1  # expert-parallel group (accelerators per pipeline stage when > 1)
 
 
 def _fail(where: str, model: Model, acc: Accelerator, problem: str, fix: str) -> None:
@@ -73,6 +74,31 @@ def _check_parallelism(tp, pp, model, acc, where):
     if model.layers and pp > model.layers:
         _fail(where, model, acc, f"pp={pp} exceeds the model's {model.layers} layers",
               f"Use pp <= {model.layers}.")
+
+
+def _check_expert_parallel(ep, tp, model, acc, where):
+    """ep = 1, or an expert-parallel group inside one scale-up domain whose size divides the
+    routed experts and is a multiple of tp (attention runs TP-tp in ep/tp groups)."""
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
+        _fail(where, model, acc, f"ep={ep!r} is not allowed", "Use an integer ep >= 1.")
+    if ep == 1:
+        return
+    if not model.is_moe:
+        _fail(where, model, acc, f"ep={ep} but the model is dense (no routed experts)",
+              "Use ep: 1 (expert parallelism shards experts; there are none).")
+    domain = acc.scaleup_domain_size
+    allowed = [d for d in range(2, min(model.n_experts, domain) + 1)
+               if model.n_experts % d == 0 and d % tp == 0]
+    fix = (f"Allowed ep with tp={tp} on this part: {', '.join(map(str, allowed))}" if allowed
+           else f"No ep > 1 fits tp={tp} on this part; use ep: 1") + "."
+    if ep > domain:
+        _fail(where, model, acc, f"ep={ep} but an expert-parallel group must fit one scale-up domain of "
+              f"{domain} accelerators (its all-to-all runs on the scale-up link)", fix)
+    if model.n_experts % ep:
+        _fail(where, model, acc, f"ep={ep} does not divide the model's {model.n_experts} routed experts", fix)
+    if ep % tp:
+        _fail(where, model, acc, f"ep={ep} is not a multiple of tp={tp} (attention runs in ep/tp "
+              "data-parallel groups of tp accelerators)", fix)
 
 
 def _check_memory(need: dict, have_bytes, tp, pp, precision, memory_utilization,
@@ -134,7 +160,7 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
                tp: int, pp: int, replicas: int, memory_utilization: float = 0.9,
                min_kv_tokens: int = 0, min_activation_bytes: float = 0.0,
                nodes_per_rack: int | None = None, rack_power_budget_w: float | None = None,
-               where: str = "") -> PoolLayout:
+               where: str = "", ep: int = 1) -> PoolLayout:
     """Lay out a pool and check it (memory in bytes, power in W).
 
     Checks: tp, pp, replicas >= 1; memory_utilization in (0, 1]; precision in PRECISIONS;
@@ -144,26 +170,34 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
     (default: the accelerator's ``rack_power_budget_w``; default nodes_per_rack = as many
     as fit, at least 1).  Raises PlacementError naming ``where``, the model, the
     accelerator, the numbers and what to change.
+
+    Expert parallelism (``ep`` > 1, MoE models only): each pipeline stage is a group of
+    ``ep`` accelerators in one scale-up domain; ep must divide the routed experts and be a
+    multiple of tp. Weights per replica: the experts once (n_experts / ep per accelerator)
+    plus the shared part once per ep / tp attention group
+    (:meth:`fleets.catalog.Model.replica_weight_bytes`).
     """
     acc = accelerator
     where = where or f"pool '{name}'"
     _check_counts(tp, pp, replicas, memory_utilization, precision, model, acc, where)
     _check_parallelism(tp, pp, model, acc, where)
-    weight_bytes = model.weight_bytes(precision)
-    memory_bytes = tp * pp * acc.memory_bytes * memory_utilization
+    _check_expert_parallel(ep, tp, model, acc, where)
+    group = ep if ep > 1 else tp
+    weight_bytes = model.replica_weight_bytes(precision, tp, ep)
+    memory_bytes = group * pp * acc.memory_bytes * memory_utilization
     need = {"weights": weight_bytes,
             f"KV for {min_kv_tokens} tokens": min_kv_tokens * model.kv_bytes_per_token(precision),
             "activations": float(min_activation_bytes)}
-    _check_memory(need, memory_bytes, tp, pp, precision, memory_utilization, model, acc, where)
+    _check_memory(need, memory_bytes, group, pp, precision, memory_utilization, model, acc, where)
     budget_w = acc.rack_power_budget_w if rack_power_budget_w is None else rack_power_budget_w
     node_power_w = acc.node_power_w
     per_rack = _nodes_per_rack(acc, node_power_w, budget_w, nodes_per_rack, model, where)
-    nodes = count_nodes(acc, tp, pp, replicas)
+    nodes = count_nodes(acc, group, pp, replicas)
     return PoolLayout(
         name=name, accelerator=acc, model=model, precision=precision, tp=tp, pp=pp,
-        replicas=replicas, accelerators=replicas * tp * pp, nodes=nodes,
+        replicas=replicas, accelerators=replicas * group * pp, nodes=nodes,
         nodes_per_rack=per_rack, racks=math.ceil(nodes / per_rack),
         replica_memory_bytes=memory_bytes, replica_weight_bytes=weight_bytes,
         replica_free_bytes=memory_bytes - weight_bytes, node_power_w=node_power_w,
         rack_power_w=min(nodes, per_rack) * node_power_w,
-        it_power_max_w=nodes * node_power_w)
+        it_power_max_w=nodes * node_power_w, ep=ep)

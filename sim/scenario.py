@@ -215,6 +215,8 @@ class PoolConfig(_Strict):
     replicas: int = Field(ge=1, le=100_000)
     tp: int = Field(1, ge=1, le=4096, description="tensor-parallel degree")
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
+    ep: int = Field(1, ge=1, le=4096, description="expert-parallel group of a MoE model (accelerators per pipeline "
+                    "stage, in one scale-up domain; a multiple of tp dividing the routed experts); 1: none")
     precision: Literal["bf16", "fp8", "fp4"] = Field("fp8", description="weights and linear-layer math")
     kv_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
         None, description="KV cache; default: the weights', FP8 under FP4 weights (production FP4 serving)")

@@ -206,12 +206,13 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
         nodes_per_rack=cfg.nodes_per_rack,
         rack_power_budget_w=None if cfg.rack_power_budget_kw is None else cfg.rack_power_budget_kw * 1e3,
         where=where,
+        ep=cfg.ep,
     )
     # the perf model after placement: placement refuses a TP group larger than the scale-up
     # domain (e.g. tp=4 on a wafer-scale part with no scale-up link) before any
     # communication time is computed over a link that does not exist
     perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
-                     cfg.kv_precision, cfg.attention_precision)
+                     cfg.kv_precision, cfg.attention_precision, ep=cfg.ep)
     pool.layout = layout
     pool.perf = perf
     pool.stage_perfs = StagePerfs(perf, catalog.model, cfg.tp, cfg.pp, cfg.iteration_overhead_s,

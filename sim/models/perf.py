@@ -20,6 +20,28 @@ Every iteration costs::
   adds memory capacity, not speed.
 - SRAM parts (memory_kind ``sram``) add the latency of the layer chain across their chips
   or wafers to every iteration (:mod:`sim.models.sram`).
+- Expert parallelism (``ep`` > 1, MoE only; e.g. DeepSeek-V3 over the 72 GPUs of a GB200
+  NVL72): each pipeline stage is ``ep`` accelerators; attention and the shared weights run
+  TP-``tp`` in ``dp = ep / tp`` data-parallel groups, each holding batch / dp sequences and
+  its own KV cache; the routed experts are sharded, n_experts / ep per accelerator. An
+  iteration over n tokens costs, one after the other (no overlap of communication with
+  compute, no micro-batching)::
+
+      t = roofline_tp(2·P_shared·n/dp + attention/dp, shared bytes + KV/dp)   (attention group)
+        + roofline_1(2·P_expert·k·n/ep, E/ep · (1 − (1 − k/E)^n) · expert bytes)   (one GPU's experts)
+        + L_moe · 2 · (α(ep) + (n/ep)·k·(ep−1)/ep · hidden · 2 B / (η_bus·β))   (all-to-all
+          dispatch and combine per MoE layer)
+        + TP all-reduces of n/dp tokens + fixed overhead
+
+  Assumptions: routing is uniform and balanced (each GPU gets the mean load; no straggler
+  factor: DeepSeek's auxiliary-loss-free balancing plus redundant experts aim at this);
+  the all-to-all latency α(ep) = α0 + α1·log2(ep) is the fitted NVLink all-reduce latency
+  (no all-to-all table was available); tokens move in 16-bit (DeepEP dispatches FP8: an
+  overestimate of the dispatch bytes by 2×).
+- Expected distinct experts touched by n tokens routed top-k of E (uniform, independent
+  tokens): each token misses a given expert with probability 1 − k/E, so by linearity of
+  expectation E·(1 − (1 − k/E)^n) — the occupancy problem (Feller, *An Introduction to
+  Probability Theory and Its Applications* I, ch. II); used for MoE weight streaming.
 
 Arithmetic intensity (FLOP/byte) of AR decode at batch b is ≈ b / bytes-per-param, far
 below the ridge point peak/BW (≈ 295 FLOP/byte for an H100 in BF16): the memory wall.
@@ -81,6 +103,7 @@ class PerfModel:
         iteration_overhead_s: float = 0.0,
         kv_precision: str | None = None,
         attention_precision: str | None = None,
+        ep: int = 1,
     ) -> None:
         check_tp_divides_heads(model, tp, accelerator.key)
         self.accelerator = accelerator
@@ -90,26 +113,29 @@ class PerfModel:
         self.pp = pp
         self.kv_precision = kv_precision or default_kv_precision(precision)
         self.attention_precision = attention_precision or default_attention_precision(self.kv_precision)
-        self.peak_flops = accelerator.peak_flops(precision) * tp
-        attention_peak = accelerator.peak_flops(self.attention_precision) * tp
-        self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * tp
+        self.ep = ep if ep > 1 and model.is_moe else 1
+        group = self.ep if self.ep > 1 else tp  # accelerators per pipeline stage
+        self.peak_flops = accelerator.peak_flops(precision) * group
+        attention_peak = accelerator.peak_flops(self.attention_precision) * group
+        self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * group
         self.compute_rate = self.peak_flops * accelerator.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
         if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
             self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
-        self.weight_bytes = model.weight_bytes(precision)
+        self.weight_bytes = model.replica_weight_bytes(precision, tp, self.ep)
         self.kv_bytes_per_token = model.kv_bytes_per_token(self.kv_precision) * kv_replication(model, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         # attention FLOP cost time at the attention peak: priced as linear-rate FLOP x this
         self.attn_time_weight = self.peak_flops / attention_peak
-        self._bytes_per_param = self.weight_bytes / model.params if model.params else 0.0
-        self._comm = _CommModel(accelerator, model, tp, pp)
+        self._bytes_per_param = model.weight_bytes(precision) / model.params if model.params else 0.0
+        self._comm = _CommModel(accelerator, model, tp, pp, group)
         if accelerator.memory_kind == "sram":  # the chain latency above has the hops and TP reductions
             self._comm.hops = 0
             self._comm.allreduces = 0
         self._lines: dict[int, DecodeLine] = {}
+        self._ep = _ExpertParallel(self, accelerator, model, precision, tp) if self.ep > 1 else None
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -123,9 +149,8 @@ class PerfModel:
         if not m.n_experts or m.n_experts <= 1 or tokens <= 0:
             return self.weight_bytes
         expert_bytes = m.expert_params * self._bytes_per_param
-        shared_bytes = self.weight_bytes - m.n_experts * expert_bytes
-        touched = m.n_experts * (1.0 - (1.0 - m.experts_per_token / m.n_experts) ** tokens)
-        return shared_bytes + touched * expert_bytes
+        shared_bytes = self.weight_bytes - m.n_experts * expert_bytes  # × ep/tp groups under EP
+        return shared_bytes + expected_experts_touched(m.n_experts, m.experts_per_token, tokens) * expert_bytes
 
     def comm_time_s(self, tokens: float) -> float:
         """TP all-reduces and PP hops for a forward over ``tokens`` tokens, s."""
@@ -150,6 +175,8 @@ class PerfModel:
         return line
 
     def _decode_line(self, batch: int) -> DecodeLine:
+        if self._ep is not None:
+            return self._ep.decode_line(batch)
         return DecodeLine(
             c0=self.linear_flops_per_token * batch / self.compute_rate,
             c1=self.attn_flops_per_pair * self.attn_time_weight / self.compute_rate,
@@ -166,6 +193,8 @@ class PerfModel:
 
     def decode_time_s(self, batch: int, context_tokens: float) -> float:
         """One decode iteration: ``batch`` sequences whose contexts sum to ``context_tokens``."""
+        if self._ep is not None:
+            return self.decode_line(batch).time_s(context_tokens)
         flops_at_linear_rate = (self.linear_flops_per_token * batch
                                 + self.attn_flops_per_pair * self.attn_time_weight * context_tokens)
         return self.time_s(flops_at_linear_rate, self.decode_bytes(batch, context_tokens), batch)
@@ -191,12 +220,84 @@ class PerfModel:
         kv_tokens = context_tokens + new_tokens + 2 * copied_tokens  # a copy reads and writes
         bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens
         attn_flops = 0.5 * self.attn_flops_per_pair * new_tokens_sq + self.attn_flops_per_pair * context_tokens
+        if self._ep is not None:
+            return self._ep.iteration_s(tokens, attn_flops * self.attn_time_weight, kv_tokens), flops, bytes_moved
         timed = flops + (self.attn_time_weight - 1.0) * attn_flops
         return self.time_s(timed, bytes_moved, tokens), flops, bytes_moved
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
         """Prefill of one prompt alone, s (the TTFT floor of an idle replica)."""
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
+
+
+def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float:
+    """Expected distinct experts (of ``n_experts``) that ``tokens`` tokens routed top-``top_k``
+    touch: E·(1 − (1 − k/E)^n), uniform independent routing (module docstring)."""
+    if tokens <= 0:
+        return 0.0
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+
+
+class _ExpertParallel:
+    """The expert-parallel iteration of a MoE replica (module docstring): attention in
+    ``ep / tp`` data-parallel TP groups, then each GPU's experts, then the all-to-all."""
+
+    def __init__(self, perf: PerfModel, accelerator: Accelerator, model: Model, precision: str, tp: int) -> None:
+        self.perf = perf
+        self.ep = perf.ep
+        self.dp = perf.ep // tp
+        chip_compute = accelerator.peak_flops(precision) * accelerator.compute_efficiency
+        chip_memory = accelerator.memory_bw_bytes_per_s * accelerator.bandwidth_efficiency
+        self.group_compute = chip_compute * tp
+        self.group_memory = chip_memory * tp
+        self.chip_compute = chip_compute
+        self.chip_memory = chip_memory
+        per_param = perf._bytes_per_param
+        self.shared_linear_flops_per_token = 2.0 * (model.active_params - model.experts_per_token * model.expert_params)
+        self.shared_bytes = model.shared_params * per_param  # one attention group's copy
+        self.expert_bytes = model.expert_params * per_param
+        self.expert_flops_per_token = 2.0 * model.experts_per_token * model.expert_params
+        self.n_experts, self.top_k = model.n_experts, model.experts_per_token
+        # per MoE layer: dispatch + combine, each α(ep) + bytes / (η_bus·β)
+        self.a2a_alpha_s = accelerator.allreduce_time_s(0.0, self.ep)
+        self.a2a_s_per_token = (self.top_k * (self.ep - 1) / self.ep * (model.hidden or 0) * ACTIVATION_BYTES
+                                / self.ep / (accelerator.scaleup_bus_efficiency * accelerator.scaleup_bw_bytes_per_s))
+        self.moe_layers = model.routed_layers
+
+    def experts_s(self, tokens: float) -> float:
+        """One GPU's share of the routed experts for ``tokens`` tokens (balanced routing)."""
+        flops = self.expert_flops_per_token * tokens / self.ep
+        touched = expected_experts_touched(self.n_experts, self.top_k, tokens) / self.ep
+        return max(flops / self.chip_compute, touched * self.expert_bytes / self.chip_memory)
+
+    def all_to_all_s(self, tokens: float) -> float:
+        """Dispatch and combine of ``tokens`` tokens over every MoE layer, s."""
+        if tokens <= 0:
+            return 0.0
+        return self.moe_layers * 2.0 * (self.a2a_alpha_s + self.a2a_s_per_token * tokens)
+
+    def fixed_s(self, tokens: float) -> float:
+        """Everything but the attention group's roofline: experts, all-to-all, TP
+        all-reduces and PP hops of one group's tokens, fixed overhead."""
+        return (self.experts_s(tokens) + self.all_to_all_s(tokens) + self.perf.comm_time_s(tokens / self.dp)
+                + self.perf.overhead_s)
+
+    def decode_line(self, batch: int) -> DecodeLine:
+        p = self.perf
+        return DecodeLine(
+            c0=self.shared_linear_flops_per_token * batch / self.dp / self.group_compute,
+            c1=p.attn_flops_per_pair * p.attn_time_weight / self.dp / self.group_compute,
+            m0=self.shared_bytes / self.group_memory,
+            m1=p.kv_bytes_per_token / self.dp / self.group_memory,
+            k=self.fixed_s(batch),
+        )
+
+    def iteration_s(self, tokens: float, attention_flops_timed: float, kv_tokens: float) -> float:
+        """An iteration over ``tokens`` tokens whose attention costs ``attention_flops_timed``
+        (at the linear-layer rate) and reads/writes ``kv_tokens`` of KV cache, s."""
+        compute = (self.shared_linear_flops_per_token * tokens + attention_flops_timed) / self.dp / self.group_compute
+        memory = (self.shared_bytes + self.perf.kv_bytes_per_token * kv_tokens / self.dp) / self.group_memory
+        return max(compute, memory) + self.fixed_s(tokens)
 
 
 class StagePerf:
@@ -282,14 +383,14 @@ def kv_replication(model: Model, tp: int) -> float:
 class _CommModel:
     """Interconnect time of one forward: TP all-reduces and PP activation hops."""
 
-    def __init__(self, accelerator: Accelerator, model: Model, tp: int, pp: int) -> None:
+    def __init__(self, accelerator: Accelerator, model: Model, tp: int, pp: int, group: int = 0) -> None:
         self.tp = tp
         self.pp = pp
         width = (model.hidden or 0) * ACTIVATION_BYTES
         self.allreduces = 2 * model.layers if tp > 1 and model.layers else 0
         self.ar_alpha_s = accelerator.allreduce_time_s(0.0, tp)
         self.ar_s_per_token = accelerator.allreduce_time_s(width, tp) - self.ar_alpha_s if tp > 1 else 0.0
-        within_domain = tp * pp <= accelerator.scaleup_domain_size
+        within_domain = (group or tp) * pp <= accelerator.scaleup_domain_size
         self.hops = pp - 1
         if within_domain:
             self.hop_alpha_s = accelerator.scaleup_latency_s
