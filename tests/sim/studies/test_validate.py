@@ -131,6 +131,6 @@ def test_reading_v5_spellings_precision_and_reasons(tmp_path):
     reasons = dict(zip(unexpressed["system"], unexpressed["reason"]))
     assert set(reasons) == {"C/72xGB200", "G/8xH200", "H/4xL40S", "I/8xH200"}
     assert reasons["C/72xGB200"].startswith("no workload statistics")
-    assert reasons["G/8xH200"].startswith("missing model")
+    assert reasons["G/8xH200"].startswith("no workload statistics")  # DeepSeek-R1 is in the catalog now
     assert reasons["H/4xL40S"].startswith("unknown accelerator")
     assert reasons["I/8xH200"].startswith("precision")
