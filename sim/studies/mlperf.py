@@ -34,9 +34,10 @@ evenly, so one replica is simulated and its rate multiplied by the replica count
   stay longer).  Admissions are whole prompts, k per iteration with k ~ Poisson(B/E[out])
   (the finished sequences they replace), and the iteration time is averaged over k: the
   max() of the roofline is convex, so averaging the prompts first would hide the compute
-  bursts of the iterations that prefill.  Throughput = B / E[t_iteration].  SDXL: step-level batching of
-  ``IMAGE_MAX_BATCH`` images whose phases (encode, 20 UNet steps, safety, VAE) are mixed
-  in proportion to their step counts.  :func:`offline_rate` (the exact engine, a burst of
+  bursts of the iterations that prefill.  Throughput = B / E[t_iteration].  SDXL: ``IMAGE_MAX_BATCH``
+  images in lockstep through their phases (encode, 20 UNet steps, safety, VAE), each phase
+  at its own stage's roofline (own weights, own arithmetic intensity) as the engine times
+  co-located stages.  :func:`offline_rate` (the exact engine, a burst of
   queries at t ≈ 0, work done until the last admission divided by that time) is the second
   implementation the tests compare it with.
 - Server: Poisson arrivals at λ/replicas on one replica (random routing thins a Poisson
@@ -58,8 +59,8 @@ from scipy.stats import poisson
 from fleets.catalog import Catalog
 from sim.studies.calibration import Point, family
 from sim.engine.core import simulate
-from sim.engine.shapes import STEPS, picture_phases, picture_shape
-from sim.models.perf import PerfModel
+from sim.engine.shapes import BYTES, FLOPS, KERNEL, STEPS, TOKENS, picture_phases, picture_shape
+from sim.models.perf import PerfModel, StagePerfs
 from sim.scenario import parse_scenario
 from traffic.distributions import LognormalDist
 
@@ -258,15 +259,14 @@ def analytic_offline_rate(point: Point, layout: Layout, catalog: Catalog) -> flo
 def _image_rate(point: Point, catalog: Catalog, perf: PerfModel) -> float:
     workload = _scenario(point, Layout(1, 1), {"kind": "poisson", "rate_per_s": 1.0}, 1.0, 0.0).workloads["bench"]
     phases = picture_phases(workload, picture_shape(workload, catalog))
-    steps = sum(ph[STEPS] for ph in phases)
-    mean = [sum(ph[STEPS] * ph[i] for ph in phases) / steps for i in (2, 3, 4)]  # flops, bytes, tokens
     width = float(IMAGE_MAX_BATCH)
-    extra = sum(catalog.model(k).weight_bytes(point.precision) for k in _pipeline_keys(point, catalog))
-    t_step = perf.time_s(width * mean[0], perf.weight_bytes + extra + width * mean[1], width * mean[2])
-    return width / (steps * t_step)
-
-
-def _pipeline_keys(point: Point, catalog: Catalog) -> list[str]:
-    encoders, vae, safety = catalog.pipeline(point.model)
-    return [k for k in (*encoders, vae, safety) if k]
+    # a batch of ``width`` images in lockstep: each phase at its own stage's roofline (its
+    # own weights once per step, the batch's FLOP and activations), as the engine times it
+    stages = StagePerfs(perf, catalog.model, perf.tp, 1)
+    t_batch = 0.0
+    for ph in phases:
+        stage = stages.get(ph[KERNEL])
+        tokens = width * ph[TOKENS]
+        t_batch += ph[STEPS] * stage.time_s(width * ph[FLOPS], stage.weight_bytes_read(tokens) + width * ph[BYTES], tokens)
+    return width / t_batch
 
