@@ -89,7 +89,8 @@ def _decode_by_hand(acc_key, model_row, expert, shared, tp, ep, batch, context):
     active = float(model_row["active_params_b"]) * 1e9
     k, n_exp = int(model_row["experts_per_token"]), int(model_row["n_experts"])
     layers, heads, head_dim = int(model_row["layers"]), int(model_row["heads"]), int(model_row["head_dim"])
-    kv_token = layers * int(model_row["kv_values_per_token_layer"])  # FP8 KV: 1 B per value
+    # FP8 KV: 1 B per value; MLA's one latent is read in full by each of the tp ranks
+    kv_token = layers * int(model_row["kv_values_per_token_layer"]) * max(1, tp // int(model_row["kv_heads"]))
     # attention group of tp GPUs, batch/dp sequences, context/dp tokens of KV
     attn_flops = 2 * (active - k * expert) * batch / dp + 4 * layers * heads * head_dim * context / dp
     attn_bytes = shared + kv_token * context / dp
@@ -102,14 +103,22 @@ def _decode_by_hand(acc_key, model_row, expert, shared, tp, ep, batch, context):
     beta = float(a["scaleup_gbps_per_dir"]) * 1e9 * float(a["scaleup_bus_efficiency"])
     volume = batch / ep * k * (ep - 1) / ep * int(model_row["hidden"]) * 2
     t_a2a = int(model_row["moe_layers"]) * 2 * (alpha + volume / beta)
-    return t_attn + t_exp + t_a2a + float(a["iteration_overhead_us"]) * 1e-6
+    # TP inside each attention group: two all-reduces per layer of batch/dp tokens × hidden × 2 B
+    t_tp = 0.0
+    if tp > 1:
+        alpha_tp = (float(a["scaleup_latency_us"]) + float(a["scaleup_latency_log2_us"]) * math.log2(tp)) * 1e-6
+        message = batch / dp * int(model_row["hidden"]) * 2
+        t_tp = 2 * layers * (alpha_tp + 2 * (tp - 1) / tp * message / beta)
+    return t_attn + t_exp + t_a2a + t_tp + float(a["iteration_overhead_us"]) * 1e-6
 
 
-@pytest.mark.parametrize("ep,batch,context", [(64, 1, 2000), (64, 512, 512 * 2000), (8, 128, 128 * 4000)])
-def test_deepseek_decode_step_by_hand_on_gb200(ep, batch, context):
+@pytest.mark.parametrize("tp,ep,batch,context", [(1, 64, 1, 2000), (1, 64, 512, 512 * 2000), (1, 8, 128, 128 * 4000),
+                                                 (4, 64, 256, 256 * 3000)])
+def test_deepseek_decode_step_by_hand_on_gb200(tp, ep, batch, context):
     m, expert, shared = _deepseek()
-    expected = _decode_by_hand("gb200", m, expert, shared, 1, ep, batch, context)
-    perf = PerfModel(CATALOG.accelerator("gb200"), CATALOG.model("deepseek-v3"), "fp8", 1, 1, kv_precision="fp8", ep=ep)
+    # the attention group holds shared/tp per GPU, so its roofline divides by tp below
+    expected = _decode_by_hand("gb200", m, expert, shared, tp, ep, batch, context)
+    perf = PerfModel(CATALOG.accelerator("gb200"), CATALOG.model("deepseek-v3"), "fp8", tp, 1, kv_precision="fp8", ep=ep)
     assert perf.decode_time_s(batch, context) == pytest.approx(expected, rel=1e-9)
     assert perf.decode_line(batch).time_s(context) == pytest.approx(expected, rel=1e-9)
     assert perf.mixed_cost(0, 0, batch, context)[0] == pytest.approx(expected, rel=1e-9)
