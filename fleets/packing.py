@@ -105,7 +105,8 @@ def pack_fleet(layouts: list[PoolLayout]) -> FleetPacking:
     types, shares = [], {}
     for group in by_type.values():
         acc = group[0].accelerator
-        tp_groups = [lay.tp for lay in group for _ in range(lay.replicas * lay.pp)]
+        # a stage's group: tp accelerators, or ep under expert parallelism
+        tp_groups = [max(lay.tp, lay.ep) for lay in group for _ in range(lay.replicas * lay.pp)]
         nodes = pack_groups(acc, tp_groups)
         accelerators = sum(lay.accelerators for lay in group)
         per_rack = min(lay.nodes_per_rack for lay in group)

@@ -170,3 +170,9 @@ def test_an_ep_pool_runs_in_the_engine_and_counts_its_gpus():
     assert len(done) > 50 and (done["output_tokens"] == 20).all()
     pool = build_pools(sc, sc.fleets[0], CATALOG)[0]
     assert pool.layout.accelerators == 16 and pool.layout.ep == 8
+    # 4 GPUs per GB200 node: each 8-GPU EP group takes two whole nodes
+    assert pool.layout.nodes == 4 and pool.share.node_share == 4
+    exact = simulate(sc.model_copy(update={"engine": sc.engine.model_copy(update={"mode": "exact"})})).requests
+    fast = run.requests
+    for col in ("admitted_at_s", "first_token_at_s", "done_at_s"):
+        assert (exact[col] - fast[col]).abs().max() < 1e-9  # fast stretches = per-iteration loop
