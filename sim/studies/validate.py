@@ -31,7 +31,9 @@ Phases (pure functions; the CLI does the I/O):
    (:func:`sim.studies.mlperf.analytic_offline_rate`).  A chip whose points do not depend
    on one of its factors (|∂ log prediction / ∂ log η| < :data:`IDENTIFIABLE_MIN` on every
    point, e.g. η_m of a chip with only compute-bound SDXL results) gets that factor by the
-   transfer rule.
+   transfer rule; so does the less influential factor of a chip whose points fix only a
+   combination of the two (collinear Jacobian columns: one point, or points of one model),
+   and the other factor is then refitted given it (:func:`_identifiable`).
 3. :func:`leave_one_out`: for each calibrated chip, fit on all the other chips, transfer
    to it, predict its Offline points: the honest accuracy on a chip the fit never saw.
 4. :func:`validate`: the in-sample fit, the LOAO table, every point predicted with the
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +64,7 @@ START_ETA = 0.5
 START_OVERHEAD_S = 1e-3
 DIFF_STEP = 1e-3
 IDENTIFIABLE_MIN = 0.02
+IDENTIFIABLE_RANK_MIN = 0.05
 RULES = ("same-stack", "cross-stack")
 
 
@@ -166,27 +170,74 @@ def fit_model(points: list[Point], catalog: Catalog, pooled: bool = False) -> Fi
     chips = sorted({p.accelerator for p in offline})
     index = {k: i for i, k in enumerate(chips)}
 
-    def factors_of(x: np.ndarray) -> Fit:
-        fitted = {k: (math.exp(x[2 * i]), math.exp(x[2 * i + 1]), True, True) for k, i in index.items()}
-        return Fit(transfer(catalog, fitted, {k: () for k in chips}), float(x[-1]), 0.0, len(offline))
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return _log_errors(offline, with_fit(catalog, factors_of(x)))
-
-    lo = [math.log(ETA_MIN)] * (2 * len(chips)) + [0.0]
-    hi = [0.0] * (2 * len(chips)) + [OVERHEAD_MAX_S]
-    x0 = np.array([math.log(START_ETA)] * (2 * len(chips)) + [START_OVERHEAD_S])
-    scale = np.array([1.0] * (2 * len(chips)) + [START_OVERHEAD_S])
-    result = least_squares(residuals, x0, bounds=(lo, hi), method="trf", diff_step=DIFF_STEP, x_scale=scale)
-    sensitivity = np.abs(result.jac).max(axis=0)
-    fitted = {}
-    sources = {}
+    free = {k: (True, True) for k in chips}  # pass 1: every factor of every chip is free
+    result = _least_squares(offline, catalog, index, free)
+    free = _identifiable(offline, index, result.jac)
+    if any(not all(f) for f in free.values()):  # pass 2: unidentified factors by the transfer rule
+        result = _least_squares(offline, catalog, index, free)
+    fitted, sources = {}, {}
     for k, i in index.items():
-        fitted[k] = (math.exp(result.x[2 * i]), math.exp(result.x[2 * i + 1]),
-                     bool(sensitivity[2 * i] >= IDENTIFIABLE_MIN), bool(sensitivity[2 * i + 1] >= IDENTIFIABLE_MIN))
+        fitted[k] = (math.exp(result.x[2 * i]), math.exp(result.x[2 * i + 1]), *free[k])
         sources[k] = tuple(p.point for p in offline if p.accelerator == k)
     rms = float(np.sqrt(np.mean(result.fun ** 2)))
     return Fit(transfer(catalog, fitted, sources, pooled), float(result.x[-1]), rms, len(offline), pooled)
+
+
+def _least_squares(offline: list[Point], catalog: Catalog, index: dict[str, int], free: dict[str, tuple[bool, bool]]):
+    """Bounded least squares of log(predicted / measured) over the log η's of every chip
+    and t_0. A factor marked not free is not a parameter: it takes the transfer rule's
+    value from the chips whose factor is free, at every evaluation, so the free factors
+    are fitted given it (its column in x stays at the start value)."""
+    n = len(index)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        fitted = {k: (math.exp(x[2 * i]), math.exp(x[2 * i + 1]), *free[k]) for k, i in index.items()}
+        fit = Fit(transfer(catalog, fitted, {k: () for k in index}), float(x[-1]), 0.0, len(offline))
+        return _log_errors(offline, with_fit(catalog, fit))
+
+    mask = np.array([free[k][j] for k in index for j in (0, 1)] + [True])
+    x0 = np.array([math.log(START_ETA)] * (2 * n) + [START_OVERHEAD_S])
+    lo = np.array([math.log(ETA_MIN)] * (2 * n) + [0.0])
+    hi = np.array([0.0] * (2 * n) + [OVERHEAD_MAX_S])
+    scale = np.array([1.0] * (2 * n) + [START_OVERHEAD_S])
+
+    def reduced(z: np.ndarray) -> np.ndarray:
+        x = x0.copy()
+        x[mask] = z
+        return residuals(x)
+
+    result = least_squares(reduced, x0[mask], bounds=(lo[mask], hi[mask]), method="trf",
+                           diff_step=DIFF_STEP, x_scale=scale[mask])
+    x = x0.copy()
+    x[mask] = result.x
+    jac = np.zeros((len(offline), len(x0)))
+    jac[:, mask] = result.jac
+    result.x, result.jac = x, jac
+    return result
+
+
+def _identifiable(offline: list[Point], index: dict[str, int], jac: np.ndarray) -> dict[str, tuple[bool, bool]]:
+    """Which of each chip's (η_c, η_m) its own points determine.
+
+    A factor on which no point of the chip depends (max |∂ log prediction / ∂ log η| <
+    :data:`IDENTIFIABLE_MIN`) is not determined. When both matter but the chip's points
+    move with them in a fixed ratio (the chip's two Jacobian columns are collinear:
+    smallest / largest singular value < :data:`IDENTIFIABLE_RANK_MIN`, e.g. one point, or
+    points of one model only, as MI300X's four Llama-2-70B results), the points determine
+    one combination only: the more influential factor is fitted and the other transferred."""
+    out = {}
+    for k, i in index.items():
+        rows = [j for j, p in enumerate(offline) if p.accelerator == k]
+        block = jac[np.ix_(rows, [2 * i, 2 * i + 1])]
+        sensitivity = np.abs(block).max(axis=0)
+        free = [bool(s >= IDENTIFIABLE_MIN) for s in sensitivity]
+        if all(free):
+            singular = np.linalg.svd(block, compute_uv=False)
+            if len(singular) < 2 or singular[-1] < IDENTIFIABLE_RANK_MIN * singular[0]:
+                keep = int(np.argmax(np.linalg.norm(block, axis=0)))
+                free = [j == keep for j in (0, 1)]
+        out[k] = (free[0], free[1])
+    return out
 
 
 def _prediction_rows(points: list[Point], catalog: Catalog, group: str) -> list[dict]:
@@ -279,10 +330,28 @@ def factors_table(fit: Fit, catalog: Catalog, loao: pd.DataFrame) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+SHIPPED = "shipped catalog"
+
+
+def _keep_shipped(f: Factors, shipped_status: str) -> Factors:
+    """A user's points that do not determine a factor (and name no other chip to transfer
+    from) keep the shipped catalog's value of it: say so, with the shipped row's status
+    of that factor (parsed from its ``efficiency_status``, e.g. 'eta_m cross-stack')."""
+    changes = {}
+    for name, field in (("eta_c", "compute"), ("eta_m", "bandwidth")):
+        if getattr(f, f"{field}_status") == "spec-only":
+            found = re.search(rf"{name} ([\w-]+)", shipped_status)
+            changes[f"{field}_status"] = found.group(1) if found else "spec-only"
+            changes[f"{field}_from"] = (SHIPPED,)
+    return dataclasses.replace(f, **changes)
+
+
 def _source_text(f: Factors, fit: Fit) -> str:
     parts = []
     for name, status, origin in (("eta_c", f.compute_status, f.compute_from), ("eta_m", f.bandwidth_status, f.bandwidth_from)):
-        if status == "spec-only":
+        if origin == (SHIPPED,):
+            parts.append(f"{name}: not determined by these points; the shipped catalog's value ({status}) kept")
+        elif status == "spec-only":
             parts.append(f"{name}: no calibrated chip to transfer from; catalog value kept")
         elif status == "calibrated":
             parts.append(f"{name} fitted on {len(origin)} MLPerf v4.x Offline point(s): {'; '.join(origin)}")
@@ -368,7 +437,7 @@ def calibrate_overlay(points_path: str | Path, catalog: Catalog | None = None) -
     chips = sorted({p.accelerator for p in offline})
     rows = []
     for key in chips:
-        f = fit.factors[key]
+        f = _keep_shipped(fit.factors[key], catalog.accelerators[key].efficiency_status)
         rows.append({"key": key, "compute_efficiency": round(f.compute_efficiency, 3),
                      "bandwidth_efficiency": round(f.bandwidth_efficiency, 3),
                      "iteration_overhead_us": round(fit.overhead_s * 1e6, 1), "efficiency_band_pct": "",

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from fleets.catalog_io import apply_overlay, load_catalog, use_overlay
 from sim.cli import app
+from sim.studies.calibration import Point
+from sim.studies.validate import _identifiable
 from shared_data import SHARED_DATA, require_file
 
 CALIBRATION = SHARED_DATA / "reference" / "calibration_points.csv"
@@ -36,6 +39,11 @@ def test_calibrate_writes_an_overlay_that_run_sweep_plan_can_use(mi300x_points, 
     rows = list(csv.DictReader(overlay.open()))
     assert [r["key"] for r in rows] == ["mi300x"]
     assert rows[0]["efficiency_status"].startswith("calibrated")
+    # four points of one model fix one combination of (η_c, η_m): η_m is not fitted but
+    # kept from the shipped catalog, and the overlay says so
+    assert "eta_m cross-stack" in rows[0]["efficiency_status"]
+    assert float(rows[0]["bandwidth_efficiency"]) == pytest.approx(load_catalog().accelerator("mi300x").bandwidth_efficiency)
+    assert "shipped catalog's value" in rows[0]["efficiency_source"]
     shipped = load_catalog()
     laid = apply_overlay(shipped, overlay)
     acc = laid.accelerator("mi300x")
@@ -64,3 +72,24 @@ def test_a_bad_overlay_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["run", "scenarios/default.yaml", "--catalog", str(worse), "--quiet"])
     assert result.exit_code == 2 and "compute_efficiency" in result.output
     use_overlay(None)
+
+
+def _point(chip: str) -> Point:
+    return Point(point=f"p-{chip}", system="", mlperf_accelerator="", accelerator=chip, count=1, benchmark="",
+                 model="llama-2-70b", scenario="Offline", metric="", unit="", measured=1.0, precision="fp8",
+                 division="closed", source="")
+
+
+@pytest.mark.parametrize("block, expected", [
+    ([[0.94, 0.06]], (True, False)),  # one point: one combination, the larger factor fitted
+    ([[0.25, 0.75]], (False, True)),
+    ([[0.75, 0.25], [0.75, 0.25], [1.5, 0.5]], (True, False)),  # rows in a fixed ratio: rank 1
+    ([[1.0, 0.0], [0.4, 0.6]], (True, True)),  # compute-bound and mixed points: rank 2
+    ([[1.0, 0.01], [0.9, 0.0]], (True, False)),  # η_m never matters (< IDENTIFIABLE_MIN)
+])
+def test_a_factor_is_fitted_only_where_the_chips_points_determine_it(block, expected):
+    """Identifiability is a rank question: by hand, a 1-row block or proportional rows have
+    rank 1 (singular values s, 0), two independent rows rank 2."""
+    points = [_point("x") for _ in block]
+    jac = np.hstack([np.array(block), np.zeros((len(block), 1))])
+    assert _identifiable(points, {"x": 0}, jac) == {"x": expected}
