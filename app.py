@@ -22,6 +22,7 @@ from sim.results import charts
 from sim import dashboard as ds
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
+from sim.results.power_series import fleet_power_over_time, power_over_time
 from sim.results.report_html import load_sweep
 from sim.results.tables import Results, run_scenario
 from sim.scenario import parse_scenario, scenario_to_yaml
@@ -441,6 +442,11 @@ def slo_misses(results: Results) -> None:
 
 def energy(results: Results, colors: dict) -> None:
     st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
+    power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
+    st.plotly_chart(charts.power_over_time_chart(fleet_power_over_time(power), colors), key="power-time")
+    st.caption("Power per sampled interval: each pool at idle + (busy − idle) × its busy fraction in the interval, "
+               "at the run's chip activities; its integral over the run is the IT energy the requests are charged "
+               "(`energy_j`).")
     cols = ["fleet", "it_power_avg_kw", "it_power_max_kw", "facility_power_max_mw", "it_energy_kwh_per_day",
             "facility_energy_kwh_per_day", "output_tokens_per_s_per_mw"]
     table = results.fleets[[c for c in cols if c in results.fleets.columns]].copy()

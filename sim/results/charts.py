@@ -686,3 +686,21 @@ def energy_chart(fleets: pd.DataFrame, summary: pd.DataFrame, colors: Mapping[st
     fig.update_xaxes(title_text="workload", row=1, col=3)
     fig.update_layout(title="Energy and power", barmode="group", height=460, **LAYOUT)
     return fig
+
+
+def power_over_time_chart(fleet_power: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """Facility (solid) and IT (dotted) power of each fleet over the run, in kW, as steps
+    over the sampled intervals (``fleet_power``: :func:`sim.results.power_series.fleet_power_over_time`)."""
+    colors = _colors(colors, list(dict.fromkeys(fleet_power["fleet"])))
+    fig = go.Figure()
+    for fleet, g in fleet_power.groupby("fleet", sort=False):
+        x = list(g["t_start_s"]) + [g["t_end_s"].iloc[-1]]
+        for column, label, dash in (("facility_power_kw", "facility", "solid"), ("it_power_kw", "IT", "dot")):
+            y = list(g[column]) + [g[column].iloc[-1]]
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=dict(color=colors.get(fleet), dash=dash, shape="hv"),
+                                     name=f"{fleet}: {label}", legendgroup=str(fleet),
+                                     hovertemplate=f"{fleet} {label}: %{{y:.4~s}} kW at %{{x:.0f}} s<extra></extra>"))
+    fig.update_yaxes(title_text="power (kW)", rangemode="tozero")
+    fig.update_xaxes(title_text="simulated time (s)")
+    fig.update_layout(title="Power over the run: facility (solid) = IT (dotted) × PUE", height=420, **LAYOUT)
+    return fig
