@@ -337,16 +337,20 @@ def kpi_card_html(name: str, accelerators: str, kpis: dict[str, str], color: str
 
 def kpi_cards(results: Results, colors: dict) -> None:
     """Fleet cards, at most three per row (five fleets: 3 + 2), then one full-width table
-    of every workload on every fleet (HTML, so cells wrap instead of clipping)."""
+    of every workload on every fleet (HTML, so cells wrap instead of clipping). Fleets
+    with a transferred accelerator show the performance model's ± band beside latency,
+    throughput and cost, as planner.csv and the text report do."""
     st.markdown(CARD_CSS, unsafe_allow_html=True)
     rows = list(results.fleets.iterrows())
+    bands = charts.perf_bands(results.scenario, catalog().accelerators)
     for first in range(0, len(rows), CARDS_PER_ROW):
         columns = st.columns(CARDS_PER_ROW)
         for column, (_, fleet) in zip(columns, rows[first:first + CARDS_PER_ROW]):
-            column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]),
-                                          charts.kpi_fleet(fleet, results.summary), colors.get(fleet["fleet"], "#444")),
-                            unsafe_allow_html=True)
-    table = pd.concat([charts.kpi_workloads(results.summary, f).assign(fleet=f) for f in results.fleets["fleet"]])
+            kpis = charts.kpi_fleet(fleet, results.summary, bands.get(fleet["fleet"]))
+            column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]), kpis,
+                                          colors.get(fleet["fleet"], "#444")), unsafe_allow_html=True)
+    table = pd.concat([charts.kpi_workloads(results.summary, f, bands.get(f)).assign(fleet=f)
+                       for f in results.fleets["fleet"]])
     st.table(table[["fleet", *[c for c in table.columns if c != "fleet"]]].set_index(["fleet", "workload"]))
 
 

@@ -125,10 +125,10 @@ td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:right;white-space:
 """
 
 
-def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str) -> str:
+def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str, band=None) -> str:
     kpis = "".join(f"<div class='kpi'><span>{html.escape(k)}</span><b>{html.escape(v)}</b></div>"
-                   for k, v in charts.kpi_fleet(fleet, summary).items())
-    table = charts.kpi_workloads(summary, fleet["fleet"]).to_html(index=False, border=0)
+                   for k, v in charts.kpi_fleet(fleet, summary, band).items())
+    table = charts.kpi_workloads(summary, fleet["fleet"], band).to_html(index=False, border=0)
     name = html.escape(str(fleet["fleet"]))
     return (f"<div class='fleet' style='border-top:4px solid {color}'><h3>{name}</h3>"
             f"<div class='muted'>{html.escape(str(fleet['accelerators']))}</div>{kpis}<div class='wide'>{table}</div></div>")
@@ -149,7 +149,9 @@ def run_report_html(results: Results, accelerators) -> str:
     """The report page of one run: KPI cards per fleet, then every chart."""
     sc = results.scenario
     colors = charts.fleet_colors(results.fleets["fleet"])
-    cards = "".join(_fleet_card(f, results.summary, colors[f["fleet"]]) for _, f in results.fleets.iterrows())
+    bands = charts.perf_bands(sc, accelerators)
+    cards = "".join(_fleet_card(f, results.summary, colors[f["fleet"]], bands.get(f["fleet"]))
+                    for _, f in results.fleets.iterrows())
     subtitle = (f"{sc.description.strip() or sc.name} — seed {sc.seed}, {sc.duration_s:g} s of arrivals "
                 f"after {sc.warmup_s:g} s warm-up, {len(sc.fleets)} fleet(s)")
     return _page(f"dcsim run: {sc.name}", subtitle, f"<div class='cards'>{cards}</div>" + _figures_html(run_figures(results, accelerators)))
