@@ -22,7 +22,7 @@ from sim.results import charts
 from sim import dashboard as ds
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
-from sim.results.power_series import fleet_power_over_time, power_over_time
+from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
 from sim.results.report_html import load_sweep
 from sim.results.tables import Results, run_scenario
 from sim.scenario import parse_scenario, scenario_to_yaml
@@ -32,6 +32,7 @@ UPLOAD = "upload a scenario…"
 TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 PRECISIONS = ["bf16", "fp8", "fp4"]
 SIDEBAR_ERROR_CHARS = 160
+POWER_INTERVALS = 300  # points of the power-over-time curve per fleet
 
 
 @st.cache_resource
@@ -447,10 +448,11 @@ def slo_misses(results: Results) -> None:
 def energy(results: Results, colors: dict) -> None:
     st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
     power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
-    st.plotly_chart(charts.power_over_time_chart(fleet_power_over_time(power), colors), key="power-time")
-    st.caption("Power per sampled interval: each pool at idle + (busy − idle) × its busy fraction in the interval, "
-               "at the run's chip activities; its integral over the run is the IT energy the requests are charged "
-               "(`energy_j`).")
+    fleet_power = coarsen(fleet_power_over_time(power), POWER_INTERVALS)
+    st.plotly_chart(charts.power_over_time_chart(fleet_power, colors), key="power-time")
+    step_s = float((fleet_power["t_end_s"] - fleet_power["t_start_s"]).max())
+    st.caption(f"Mean power per {step_s:.3g} s: each pool at idle + (busy − idle) × its busy fraction, at the run's "
+               "chip activities; the area under the IT curve is the IT energy the requests are charged (`energy_j`).")
     cols = ["fleet", "it_power_avg_kw", "it_power_max_kw", "facility_power_max_mw", "it_energy_kwh_per_day",
             "facility_energy_kwh_per_day", "output_tokens_per_s_per_mw"]
     table = results.fleets[[c for c in cols if c in results.fleets.columns]].copy()

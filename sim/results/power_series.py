@@ -89,6 +89,26 @@ def fleet_power_over_time(power: pd.DataFrame) -> pd.DataFrame:
             [["it_power_kw", "facility_power_kw"]].sum())
 
 
+def coarsen(fleet_power: pd.DataFrame, intervals: int) -> pd.DataFrame:
+    """``fleet_power`` (:func:`fleet_power_over_time`) averaged onto at most ``intervals``
+    equal intervals per fleet over [0, end]: each new interval's kW is the energy of the
+    fine curve inside it / its length (the cumulative energy is piecewise linear, so this
+    is exact and keeps the integral). Fleets already coarser are returned as they are."""
+    frames = []
+    for fleet, g in fleet_power.groupby("fleet", sort=False):
+        if len(g) <= intervals:
+            frames.append(g)
+            continue
+        t = np.append(g["t_start_s"].to_numpy(), g["t_end_s"].iloc[-1])
+        edges = np.linspace(t[0], t[-1], intervals + 1)
+        out = {"fleet": fleet, "t_start_s": edges[:-1], "t_end_s": edges[1:]}
+        for column in ("it_power_kw", "facility_power_kw"):
+            cumulative = np.append(0.0, np.cumsum(g[column].to_numpy() * np.diff(t)))
+            out[column] = np.diff(np.interp(edges, t, cumulative)) / np.diff(edges)
+        frames.append(pd.DataFrame(out))
+    return pd.concat(frames, ignore_index=True) if frames else fleet_power
+
+
 def energy_kwh(power: pd.DataFrame, column: str = "it_power_kw") -> pd.Series:
     """The integral of ``column`` (kW) over time per fleet (kWh)."""
     hours = (power["t_end_s"] - power["t_start_s"]) / 3600.0

@@ -5,8 +5,8 @@ With 3 fleets (the default scenario) and 5 fleets (an uploaded scenario: the def
 three plus two identical copies), every view is opened and checked for clipped text:
 no table cell, fleet card or KPI may have a scroll width above its client width.
 
-With ``DCSIM_SCREENSHOTS=DIR`` each view is saved as ``DIR/dashboard-<view>-<n>fleets.png``
-(``make screenshots`` writes them to docs/), and the 3-fleet Overview and Roofline as
+With ``DCSIM_SCREENSHOTS=DIR`` each view is saved whole (not only the first 1000 px) as
+``DIR/dashboard-<view>-<n>fleets.png`` (``make screenshots`` writes them to docs/), and the 3-fleet Overview and Roofline as
 ``dashboard-main.png`` and ``dashboard-roofline.png`` for the README."""
 
 from __future__ import annotations
@@ -40,7 +40,32 @@ CLIPPED_JS = """(selector) => {
   return out;
 }"""
 
+# Streamlit scrolls its main panel inside the page, so Playwright's full_page shot is only
+# the viewport: the whole page is shot by growing the viewport to the tallest scrolled
+# content (main panel or sidebar), then restoring it.
+CONTENT_HEIGHT_JS = """() => {
+  let h = document.documentElement.scrollHeight;
+  for (const el of document.querySelectorAll('*')) {
+    const overflow = getComputedStyle(el).overflowY;
+    if ((overflow === 'auto' || overflow === 'scroll') && el.scrollHeight > el.clientHeight + 1)
+      h = Math.max(h, el.getBoundingClientRect().top + el.scrollHeight);
+  }
+  return Math.ceil(h);
+}"""
+MAX_SHOT_HEIGHT = 16_000
+
 pytestmark = pytest.mark.slow
+
+
+def whole_page_screenshot(page, path: Path) -> None:
+    """The whole page, every chart and table, at the viewport's width."""
+    viewport = page.viewport_size
+    height = min(page.evaluate(CONTENT_HEIGHT_JS), MAX_SHOT_HEIGHT)
+    page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
+    page.wait_for_timeout(800)  # plotly relayouts to the new height
+    page.screenshot(path=str(path))
+    page.set_viewport_size(viewport)
+    page.wait_for_timeout(300)
 
 
 def free_port() -> int:
@@ -138,7 +163,7 @@ def check_views(page, fleets: int) -> None:
         assert not clipped, (view, fleets, clipped[:10])
         if docs:
             slug = view.lower().replace(" ", "-")
-            page.screenshot(path=str(Path(docs) / f"dashboard-{slug}-{fleets}fleets.png"), full_page=True)
+            whole_page_screenshot(page, Path(docs) / f"dashboard-{slug}-{fleets}fleets.png")
             if fleets == 3 and view in README_SHOTS:  # the two the README shows
                 page.screenshot(path=str(Path(docs) / README_SHOTS[view]))
 

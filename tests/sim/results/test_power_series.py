@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fleets
-from sim.results.power_series import busy_per_interval, energy_kwh, fleet_power_over_time, power_over_time
+from sim.results.power_series import busy_per_interval, coarsen, energy_kwh, fleet_power_over_time, power_over_time
 from sim.results.tables import run_scenario
 from sim.scenario import parse_scenario
 
@@ -133,3 +133,18 @@ def test_integral_of_kw_is_the_energy_the_requests_are_charged(results):
         assert g["t_start_s"].iloc[0] == 0 and g["t_end_s"].iloc[-1] == pytest.approx(results.end_s[name])
         assert np.allclose(g["t_start_s"].iloc[1:].to_numpy(), g["t_end_s"].iloc[:-1].to_numpy())
     assert fleet["it_power_kw"].sum() == pytest.approx(power["it_power_kw"].sum())
+
+
+def test_coarsened_curve_keeps_the_energy_by_hand():
+    """Steps of 1, 3, 2, 2 kW over 1 s each, averaged onto two 2 s intervals: 2 and 2 kW;
+    onto one interval: 2 kW; the energy (8 kJ) kept both times."""
+    fine = pd.DataFrame({"fleet": "f", "t_start_s": [0.0, 1, 2, 3], "t_end_s": [1.0, 2, 3, 4],
+                         "it_power_kw": [1.0, 3, 2, 2], "facility_power_kw": [1.5, 4.5, 3, 3]})
+    two = coarsen(fine, 2)
+    assert two["it_power_kw"].tolist() == pytest.approx([2.0, 2.0])
+    assert two["facility_power_kw"].tolist() == pytest.approx([3.0, 3.0])
+    uneven = coarsen(fine.assign(t_end_s=[1.0, 2, 3, 5], t_start_s=[0.0, 1, 2, 3]), 2)  # last step 2 s long
+    assert uneven["t_end_s"].tolist() == [2.5, 5.0]
+    assert uneven["it_power_kw"].tolist() == pytest.approx([(1 + 3 + 2 * 0.5) / 2.5, (2 * 0.5 + 2 * 2) / 2.5])
+    assert energy_kwh(uneven)["f"] == pytest.approx(energy_kwh(fine.assign(t_end_s=[1.0, 2, 3, 5]))["f"])
+    assert coarsen(fine, 10).equals(fine)
