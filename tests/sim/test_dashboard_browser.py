@@ -230,3 +230,30 @@ def test_long_placement_error_is_full_width_and_run_says_why(server, page):
     box = error.bounding_box()
     assert box["width"] > 800 and box["height"] < 200, box  # full width, a few lines tall
     assert not page.evaluate(CLIPPED_JS, "[data-testid=stAlert] p")
+
+
+def test_a_long_run_shows_progress(server, page):
+    """1,500 s of arrivals on the default scenario (about five times the dashboard's
+    default): while it runs, the progress bar fed by the engine's progress callback
+    shows which fleet is simulated and how many requests are done, then the results."""
+    page.goto(server)
+    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
+    duration = page.get_by_role("spinbutton", name="arrivals for (s)")
+    duration.fill("1500")
+    duration.press("Enter")
+    page.wait_for_timeout(1500)
+    page.get_by_role("button", name="Run").click()
+    bar = page.locator("[data-testid=stProgress]")
+    bar.first.wait_for(timeout=30_000)
+    seen = set()
+    while bar.count() and len(seen) < 50:
+        text = page.locator("[data-testid=stProgress]").first.inner_text(timeout=5_000) if bar.count() else ""
+        if text:
+            seen.add(text)
+        page.wait_for_timeout(100)
+    assert any(t.startswith("simulating fleet all-h100:") for t in seen), seen
+    assert any("requests" in t and "/" in t for t in seen), seen
+    page.locator("[data-testid=fleet-card]").first.wait_for(timeout=120_000)
+    page.get_by_text("1500 s of arrivals").first.wait_for(timeout=10_000)
+    assert page.locator("[data-testid=stProgress]").count() == 0  # gone once the results are drawn
