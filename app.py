@@ -47,24 +47,31 @@ def simulate(scenario_json: str) -> Results:
     scenario = parse_scenario(json.loads(scenario_json), "dashboard")
     bar = st.progress(0.0, text="starting…")
     try:
-        return run_scenario(scenario, progress=progress_factory(bar, len(scenario.fleets)))
+        return run_scenario(scenario, progress=progress_factory(bar, len(scenario.fleets), scenario.duration_s))
     finally:
         bar.empty()
 
 
-def progress_factory(bar, fleets: int):
-    """``run_scenario`` progress callbacks driving one ``st.progress`` bar over all fleets."""
+def progress_factory(bar, fleets: int, arrivals_s: float):
+    """``run_scenario`` progress callbacks driving one ``st.progress`` bar over all fleets:
+    each fleet fills its share of the bar as simulated time reaches the end of arrivals
+    (``arrivals_s``); the drain after it (up to ``drain_s``, usually much shorter) is
+    shown as text."""
     started = {"n": -1}
 
     def factory(fleet: str, sim_end_s: float, total: int):
         started["n"] += 1
-        index, last = started["n"], {"pct": -1}
+        index, last = started["n"], {"pct": -1, "draining": False}
+        span_s = min(arrivals_s, sim_end_s) or sim_end_s
 
         def callback(sim_time_s: float, finished: int) -> None:
-            fraction = (index + min(sim_time_s / sim_end_s, 1.0)) / fleets
-            if int(100 * fraction) > last["pct"]:
-                last["pct"] = int(100 * fraction)
-                bar.progress(min(fraction, 1.0), text=f"simulating fleet {fleet}: {finished:,}/{total:,} requests")
+            fraction = (index + min(sim_time_s / span_s, 1.0)) / fleets
+            draining = sim_time_s > span_s
+            if int(100 * fraction) > last["pct"] or draining != last["draining"]:
+                last["pct"], last["draining"] = int(100 * fraction), draining
+                phase = "draining" if draining else f"{sim_time_s:,.0f} of {span_s:,.0f} s of arrivals"
+                bar.progress(min(fraction, 1.0), text=f"simulating fleet {fleet} ({index + 1}/{fleets}, {phase}): "
+                                                      f"{finished:,}/{total:,} requests")
 
         return callback
 

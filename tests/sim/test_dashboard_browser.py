@@ -252,7 +252,8 @@ def test_a_long_run_shows_progress(server, page):
         if text:
             seen.add(text)
         page.wait_for_timeout(100)
-    assert any(t.startswith("simulating fleet all-h100:") for t in seen), seen
+    assert any(t.startswith("simulating fleet all-h100 (1/3, ") for t in seen), seen
+    assert any(t.startswith("simulating fleet all-b200 (2/3, ") for t in seen), seen
     assert any("requests" in t and "/" in t for t in seen), seen
     page.locator("[data-testid=fleet-card]").first.wait_for(timeout=120_000)
     page.get_by_text("1500 s of arrivals").first.wait_for(timeout=10_000)
