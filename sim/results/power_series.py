@@ -50,7 +50,7 @@ def busy_per_interval(t_s: np.ndarray, busy_total_s: np.ndarray, slots: float) -
         return np.where(capacity > 0, work / np.where(capacity > 0, capacity, 1.0), 0.0)
 
 
-def power_over_time(pools: pd.DataFrame, timeseries: pd.DataFrame, end_s: Mapping[str, float],
+def power_over_time(pools: pd.DataFrame, timeseries: pd.DataFrame, end_s: Mapping[str, float] | None,
                     pue: float) -> pd.DataFrame:
     """Per pool and interval: :data:`POWER_COLUMNS` (times in s, power in kW).
 
@@ -58,13 +58,15 @@ def power_over_time(pools: pd.DataFrame, timeseries: pd.DataFrame, end_s: Mappin
         pools: the pools table (``fleet``, ``pool``, ``busy_total_s``, ``busy_slots``,
             ``it_power_idle_w``, ``it_power_busy_w``).
         timeseries: the sampled time series (``fleet``, ``pool``, ``t_s``, ``busy_total_s``).
-        end_s: the instant each fleet's run ended (s).
+        end_s: the instant each fleet's run ended (s); None or empty: the pools table's
+            ``run_end_s`` (a run read back from its output files).
         pue: facility power / IT power.
     """
     frames = []
     by_pool = dict(iter(timeseries.groupby(["fleet", "pool"], sort=False))) if len(timeseries) else {}
     for _, p in pools.iterrows():
-        fleet, pool, end = p["fleet"], p["pool"], float(end_s[p["fleet"]])
+        fleet, pool = p["fleet"], p["pool"]
+        end = float(end_s[fleet]) if end_s else float(p["run_end_s"])
         g = by_pool.get((fleet, pool))
         t = [] if g is None else list(g["t_s"])
         busy = [] if g is None else list(g["busy_total_s"])

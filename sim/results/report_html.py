@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 from sim.results import charts
 from sim.errors import UserError
 from sim.engine.core import TIMESERIES_COLUMNS
+from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
 from sim.results.tables import Results
 from sim.scenario import load_scenario
 
@@ -90,6 +91,10 @@ def run_figures(results: Results, accelerators) -> list[tuple[str, go.Figure]]:
     figs.append(("Hourly cost", charts.cost_breakdown(results.pools, colors)))
     figs.append(("Cost per request", charts.cost_per_request(results.summary, colors)))
     figs.append(("Roofline", charts.roofline(results.pools, accelerators, charts.pool_kinds(results.scenario), colors)))
+    figs.append(("Energy and power", charts.energy_chart(results.fleets, results.summary, colors)))
+    if len(results.timeseries) and "run_end_s" in results.pools.columns:
+        power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
+        figs.append(("Power over the run", charts.power_over_time_chart(coarsen(fleet_power_over_time(power), 300), colors)))
     names = list(results.fleets["fleet"])
     for other in names[1:]:
         table = charts.compare_fleets(results.summary, results.fleets, names[0], other)

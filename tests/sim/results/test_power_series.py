@@ -148,3 +148,19 @@ def test_coarsened_curve_keeps_the_energy_by_hand():
     assert uneven["it_power_kw"].tolist() == pytest.approx([(1 + 3 + 2 * 0.5) / 2.5, (2 * 0.5 + 2 * 2) / 2.5])
     assert energy_kwh(uneven)["f"] == pytest.approx(energy_kwh(fine.assign(t_end_s=[1.0, 2, 3, 5]))["f"])
     assert coarsen(fine, 10).equals(fine)
+
+
+def test_power_from_the_written_files_matches_the_run(results, tmp_path):
+    """A run read back from ``--out`` files (no end_s in memory: the pools table's
+    ``run_end_s``) gives the same kW curve; the HTML report draws it."""
+    from sim.results.export import write_results
+    from sim.results.report_html import load_run, report_html
+
+    directory = write_results(results, tmp_path / "run")
+    loaded = load_run(directory)
+    assert loaded.end_s == {}
+    live = energy_kwh(power_over_time(results.pools, results.timeseries, results.end_s, 1.3))
+    read = energy_kwh(power_over_time(loaded.pools, loaded.timeseries, None, loaded.scenario.economics.pue))
+    for fleet in results.end_s:
+        assert read[fleet] == pytest.approx(live[fleet], rel=1e-6)
+    assert "<h2>Power over the run</h2>" in report_html(directory)
