@@ -61,17 +61,9 @@ def _ar_capacity(workload, pool, perf: PerfModel) -> float:
 
 def _picture_capacity(workload, pool, perf: PerfModel) -> float:
     model = perf.model
-    cfg = model.default_cfg if getattr(workload, "cfg", None) is None else workload.cfg
-    guidance = 2 if cfg else 1
-    passes = 2 if cfg and cfg_mode(workload, model) == "sequential" else 1
-    guidance //= passes  # sequential CFG: single-pass forwards, twice per step
+    guidance, passes, sample_steps = _picture_work(workload, model)
     act = (model.activation_bytes_per_sample or 0.0) * guidance
     tokens = (model.latent_tokens or 0) * guidance
-    if workload.kind == "branching_search":
-        k, s, n = workload.candidates_k, workload.shared_steps, workload.total_steps
-        sample_steps = k * n - (k - 1) * s
-    else:
-        sample_steps = workload.steps or model.default_steps
     batch = pool.config.max_batch
     if act > 0:
         batch = max(1, min(batch, int(pool.free_bytes // act)))
@@ -126,35 +118,50 @@ def replica_seconds_floor(workload, pool) -> float:
     if perf is None:
         return 0.0
     batch = max(int(pool.config.max_batch), 1)
-    per_iteration = perf.overhead_s + perf.comm_time_s(1.0)
     try:
         if workload.kind == "autoregressive":
-            prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
-            compute = perf.linear_flops_per_token * (prompt + output) / perf.compute_rate
-            memory = output / batch * perf.weight_bytes_read(1.0) / perf.mem_rate
-            value = max(compute, memory) + output / batch * per_iteration
+            flops, forwards = _ar_floor_terms(workload, perf)
         elif workload.kind == "diffusion_lm":
-            prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
-            block = workload.block_tokens
-            steps = _mean(workload.steps) if workload.steps is not None else (perf.model.default_steps or 1)
-            forwards = math.ceil(output / block) * steps
-            compute = perf.linear_flops_per_token * (prompt + forwards * block) / perf.compute_rate
-            memory = forwards / batch * perf.weight_bytes_read(1.0) / perf.mem_rate
-            value = max(compute, memory) + forwards / batch * per_iteration
+            flops, forwards = _dlm_floor_terms(workload, perf)
         else:
-            model = perf.model
-            cfg = model.default_cfg if getattr(workload, "cfg", None) is None else workload.cfg
-            passes = 2 if cfg and cfg_mode(workload, model) == "sequential" else 1
-            guidance = (2 if cfg else 1) // passes
-            if workload.kind == "branching_search":
-                k, s, n = workload.candidates_k, workload.shared_steps, workload.total_steps
-                sample_steps = k * n - (k - 1) * s
-            else:
-                sample_steps = workload.steps or model.default_steps
-            forwards = sample_steps * passes
-            compute = forwards * model.flops_per_step * guidance / perf.compute_rate
-            memory = forwards / batch * perf.weight_bytes_read(1.0) / perf.mem_rate
-            value = max(compute, memory) + forwards / batch * per_iteration
+            flops, forwards = _picture_floor_terms(workload, perf)
     except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         return 0.0
+    compute = flops / perf.compute_rate
+    memory = forwards / batch * perf.weight_bytes_read(1.0) / perf.mem_rate
+    value = max(compute, memory) + forwards / batch * (perf.overhead_s + perf.comm_time_s(1.0))
     return value if value > 0 and math.isfinite(value) else 0.0
+
+
+def _ar_floor_terms(workload, perf: PerfModel) -> tuple[float, float]:
+    """(linear FLOP of one request: 2·N_active·(P + O), forwards its sequence is in: O)."""
+    prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
+    return perf.linear_flops_per_token * (prompt + output), output
+
+
+def _dlm_floor_terms(workload, perf: PerfModel) -> tuple[float, float]:
+    """(linear FLOP of the prompt and of every denoising forward over a block, the
+    forwards: blocks x E[steps])."""
+    prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
+    steps = _mean(workload.steps) if workload.steps is not None else (perf.model.default_steps or 1)
+    forwards = math.ceil(output / workload.block_tokens) * steps
+    return perf.linear_flops_per_token * (prompt + forwards * workload.block_tokens), forwards
+
+
+def _picture_floor_terms(workload, perf: PerfModel) -> tuple[float, float]:
+    """(denoiser FLOP of one request, denoiser forwards it takes part in)."""
+    model = perf.model
+    guidance, passes, sample_steps = _picture_work(workload, model)
+    return sample_steps * passes * model.flops_per_step * guidance, sample_steps * passes
+
+
+def _picture_work(workload, model) -> tuple[int, int, int]:
+    """(samples per forward for guidance, CFG passes per step, sample-steps per request)
+    of an image/video diffusion or branching-search request."""
+    cfg = model.default_cfg if getattr(workload, "cfg", None) is None else workload.cfg
+    passes = 2 if cfg and cfg_mode(workload, model) == "sequential" else 1
+    guidance = (2 if cfg else 1) // passes  # sequential CFG: single-pass forwards, twice per step
+    if workload.kind == "branching_search":
+        k, s, n = workload.candidates_k, workload.shared_steps, workload.total_steps
+        return guidance, passes, k * n - (k - 1) * s
+    return guidance, passes, workload.steps or model.default_steps
