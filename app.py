@@ -22,6 +22,7 @@ from sim.results import charts
 from sim import dashboard as ds
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
+from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
 from sim.results.report_html import load_sweep
 from sim.results.tables import Results, run_scenario
 from sim.scenario import parse_scenario, scenario_to_yaml
@@ -31,6 +32,7 @@ UPLOAD = "upload a scenario…"
 TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 PRECISIONS = ["bf16", "fp8", "fp4"]
 SIDEBAR_ERROR_CHARS = 160
+POWER_INTERVALS = 300  # points of the power-over-time curve per fleet
 
 
 @st.cache_resource
@@ -45,24 +47,31 @@ def simulate(scenario_json: str) -> Results:
     scenario = parse_scenario(json.loads(scenario_json), "dashboard")
     bar = st.progress(0.0, text="starting…")
     try:
-        return run_scenario(scenario, progress=progress_factory(bar, len(scenario.fleets)))
+        return run_scenario(scenario, progress=progress_factory(bar, len(scenario.fleets), scenario.duration_s))
     finally:
         bar.empty()
 
 
-def progress_factory(bar, fleets: int):
-    """``run_scenario`` progress callbacks driving one ``st.progress`` bar over all fleets."""
+def progress_factory(bar, fleets: int, arrivals_s: float):
+    """``run_scenario`` progress callbacks driving one ``st.progress`` bar over all fleets:
+    each fleet fills its share of the bar as simulated time reaches the end of arrivals
+    (``arrivals_s``); the drain after it (up to ``drain_s``, usually much shorter) is
+    shown as text."""
     started = {"n": -1}
 
     def factory(fleet: str, sim_end_s: float, total: int):
         started["n"] += 1
-        index, last = started["n"], {"pct": -1}
+        index, last = started["n"], {"pct": -1, "draining": False}
+        span_s = min(arrivals_s, sim_end_s) or sim_end_s
 
         def callback(sim_time_s: float, finished: int) -> None:
-            fraction = (index + min(sim_time_s / sim_end_s, 1.0)) / fleets
-            if int(100 * fraction) > last["pct"]:
-                last["pct"] = int(100 * fraction)
-                bar.progress(min(fraction, 1.0), text=f"simulating fleet {fleet}: {finished:,}/{total:,} requests")
+            fraction = (index + min(sim_time_s / span_s, 1.0)) / fleets
+            draining = sim_time_s > span_s
+            if int(100 * fraction) > last["pct"] or draining != last["draining"]:
+                last["pct"], last["draining"] = int(100 * fraction), draining
+                phase = "draining" if draining else f"{sim_time_s:,.0f} of {span_s:,.0f} s of arrivals"
+                bar.progress(min(fraction, 1.0), text=f"simulating fleet {fleet} ({index + 1}/{fleets}, {phase}): "
+                                                      f"{finished:,}/{total:,} requests")
 
         return callback
 
@@ -336,16 +345,20 @@ def kpi_card_html(name: str, accelerators: str, kpis: dict[str, str], color: str
 
 def kpi_cards(results: Results, colors: dict) -> None:
     """Fleet cards, at most three per row (five fleets: 3 + 2), then one full-width table
-    of every workload on every fleet (HTML, so cells wrap instead of clipping)."""
+    of every workload on every fleet (HTML, so cells wrap instead of clipping). Fleets
+    with a transferred accelerator show the performance model's ± band beside latency,
+    throughput and cost, as planner.csv and the text report do."""
     st.markdown(CARD_CSS, unsafe_allow_html=True)
     rows = list(results.fleets.iterrows())
+    bands = charts.perf_bands(results.scenario, catalog().accelerators)
     for first in range(0, len(rows), CARDS_PER_ROW):
         columns = st.columns(CARDS_PER_ROW)
         for column, (_, fleet) in zip(columns, rows[first:first + CARDS_PER_ROW]):
-            column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]),
-                                          charts.kpi_fleet(fleet, results.summary), colors.get(fleet["fleet"], "#444")),
-                            unsafe_allow_html=True)
-    table = pd.concat([charts.kpi_workloads(results.summary, f).assign(fleet=f) for f in results.fleets["fleet"]])
+            kpis = charts.kpi_fleet(fleet, results.summary, bands.get(fleet["fleet"]))
+            column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]), kpis,
+                                          colors.get(fleet["fleet"], "#444")), unsafe_allow_html=True)
+    table = pd.concat([charts.kpi_workloads(results.summary, f, bands.get(f)).assign(fleet=f)
+                       for f in results.fleets["fleet"]])
     st.table(table[["fleet", *[c for c in table.columns if c != "fleet"]]].set_index(["fleet", "workload"]))
 
 
@@ -441,6 +454,12 @@ def slo_misses(results: Results) -> None:
 
 def energy(results: Results, colors: dict) -> None:
     st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
+    power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
+    fleet_power = coarsen(fleet_power_over_time(power), POWER_INTERVALS)
+    st.plotly_chart(charts.power_over_time_chart(fleet_power, colors), key="power-time")
+    step_s = float((fleet_power["t_end_s"] - fleet_power["t_start_s"]).max())
+    st.caption(f"Mean power per {step_s:.3g} s: each pool at idle + (busy − idle) × its busy fraction, at the run's "
+               "chip activities; the area under the IT curve is the IT energy the requests are charged (`energy_j`).")
     cols = ["fleet", "it_power_avg_kw", "it_power_max_kw", "facility_power_max_mw", "it_energy_kwh_per_day",
             "facility_energy_kwh_per_day", "output_tokens_per_s_per_mw"]
     table = results.fleets[[c for c in cols if c in results.fleets.columns]].copy()

@@ -23,6 +23,7 @@ overhead, see ``fleets/data/accelerators.csv``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from fleets.catalog import Accelerator
@@ -87,13 +88,21 @@ def pack_groups(acc: Accelerator, groups: list[int]) -> int:
     d, bins_per_node = domain_slots(acc)
     whole = sum(math.ceil(g / per_node) for g in groups if g > d)
     free: list[int] = []  # free accelerators of each open domain bin
-    for g in sorted((g for g in groups if g <= d), reverse=True):
+    # first fit decreasing, one size at a time: k equal groups of size g fill the open
+    # bins in order, floor(room / g) each, then new bins floor(d / g) each (the same bins
+    # as placing them one by one, in O(bins) per size instead of O(groups x bins))
+    counts = Counter(g for g in groups if g <= d)
+    for g in sorted(counts, reverse=True):
+        left = counts[g]
         for i, room in enumerate(free):
-            if room >= g:
-                free[i] -= g
+            if left == 0:
                 break
-        else:
-            free.append(d - g)
+            take = min(room // g, left)
+            free[i] -= take * g
+            left -= take
+        per_bin = d // g
+        full, rest = divmod(left, per_bin)
+        free.extend([d - per_bin * g] * full + ([d - rest * g] if rest else []))
     return whole + math.ceil(len(free) / bins_per_node)
 
 

@@ -19,6 +19,7 @@ duration widget can raise it), so the default scenario re-runs in a few seconds.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 from pathlib import Path
@@ -317,11 +318,9 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
     errors: dict[str, list[str]] = {}
     for key, message in early.items():  # the bad edit was left out; check the rest too
         errors.setdefault(key, []).append(message)
-    from sim.results.tables import check_fleets
-
     try:
         scenario = parse_scenario(edited, "scenario")
-        check_fleets(scenario)
+        check_placement(scenario)
     except ScenarioError as err:
         for line in str(err).splitlines():
             key, message = locate(*error_path(line), keys, edited)
@@ -342,6 +341,34 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
     if not selected:
         return None, {"fleets.selected": ["select at least one fleet to run"]}
     return parse_scenario(select_fleets(edited, selected), "scenario"), {}
+
+
+PLACEMENT_CACHE_SIZE = 64
+_placed: dict[str, None] = {}  # fleets whose placement passed, by content (insertion order: oldest first)
+
+
+def check_placement(scenario: Scenario) -> None:
+    """Build every fleet's pools (placement, memory, packing) as a run would, skipping a
+    fleet already checked with the same content: the fleet and the workloads without
+    their arrivals and SLOs (the models and shapes placement depends on, in the
+    scenario's order). Every widget edit reruns the
+    page, and a fleet of 100,000 replicas took seconds to place; a passed check is kept
+    for the :data:`PLACEMENT_CACHE_SIZE` latest fleets. Failures are not kept (their
+    error is raised again each time, for the message).
+
+    Raises:
+        UserError / PlacementError: as :func:`sim.results.tables.check_fleets`."""
+    from sim.engine.pools import build_pools
+
+    shapes = {name: wl.model_dump(mode="json", exclude={"arrival", "slo"}) for name, wl in scenario.workloads.items()}
+    for fleet in scenario.fleets:
+        key = json.dumps([fleet.model_dump(mode="json"), shapes], sort_keys=True)
+        if key in _placed:
+            continue
+        build_pools(scenario, fleet)
+        _placed[key] = None
+        while len(_placed) > PLACEMENT_CACHE_SIZE:
+            del _placed[next(iter(_placed))]
 
 
 _KIND_TAGS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffusion", "branching_search",

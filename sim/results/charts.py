@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from sim.results.report_text import human, percent, rejections, seconds, usd
+from sim.results.report_text import MISSING, human, percent, rejections, seconds, usd
 
 PALETTE = qualitative.D3
 CDF_POINTS = 400
@@ -67,46 +67,79 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 
 # --- KPI cards ----------------------------------------------------------------------
 
-def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame) -> dict[str, str]:
+def perf_bands(scenario, accelerators: Mapping) -> dict[str, tuple[float, list[str]] | None]:
+    """Per fleet of ``scenario``: (the performance model's uncertainty band in ±%, the
+    accelerators whose efficiency was transferred), or None when every accelerator of
+    the fleet is calibrated. The band is the widest catalog ``efficiency_band_pct`` of
+    the fleet's accelerators, as ``planner.csv`` (``perf_band_pct``) and the text
+    report state it; ``accelerators``: the catalog's accelerators by key."""
+    out: dict[str, tuple[float, list[str]] | None] = {}
+    for fleet in scenario.fleets:
+        keys = list(dict.fromkeys(p.accelerator for p in fleet.pools))
+        moved = [k for k in keys if k in accelerators and accelerators[k].efficiency_band_pct is not None]
+        out[fleet.name] = (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None
+    return out
+
+
+def band_text(band: tuple[float, list[str]] | None) -> str:
+    """'±25% (transferred: b200)' or 'calibrated' for the fleet card."""
+    if band is None:
+        return "calibrated (MLPerf fit)"
+    return f"±{band[0]:g}% on latency, throughput, $ (transferred: {', '.join(band[1])})"
+
+
+def with_band(text: str, band: tuple[float, list[str]] | None) -> str:
+    """``text`` followed by ' ±25%' when a band applies and the value is known."""
+    return text if band is None or text in (MISSING, "") else f"{text} ±{band[0]:g}%"
+
+
+def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band: tuple[float, list[str]] | None = None) -> dict[str, str]:
     """Headline numbers of one fleet, formatted: capex, opex/month, IT power (average and
-    max), worst SLO attainment, facility energy per day, output tokens per MW, own vs rent
-    $/hour.  Costs per request or token are per workload (:func:`kpi_workloads`): an
-    average over chat tokens, images and searches would mean nothing."""
+    max), worst SLO attainment, facility energy per day, output tokens per MW (± the
+    performance model's ``band`` from :func:`perf_bands`, when given), own vs rent
+    $/hour, and the band itself.  Costs per request or token are per workload
+    (:func:`kpi_workloads`): an average over chat tokens, images and searches would mean
+    nothing."""
     rows = summary[summary["fleet"] == fleet["fleet"]]
     slo = rows["slo_attainment"].min() if len(rows) else math.nan
-    return {
+    out = {
         "capex": usd(fleet["capex_usd"]),
         "opex / month": usd(fleet["opex_usd_per_month"]),
         "IT power avg / max": (f"{human(fleet['it_power_avg_kw'])} / {human(fleet['it_power_max_kw'])} kW"
                                if "it_power_avg_kw" in fleet else f"{human(fleet['it_power_max_kw'])} kW"),
         "worst SLO attainment": percent(slo, decimals=1),
         "energy / day": f"{human(fleet['facility_energy_kwh_per_day'])} kWh" if "facility_energy_kwh_per_day" in fleet else "—",
-        "output tokens/s per MW": human(fleet["output_tokens_per_s_per_mw"]) if "output_tokens_per_s_per_mw" in fleet else "—",
+        "output tokens/s per MW": with_band(human(fleet["output_tokens_per_s_per_mw"]), band)
+                                  if "output_tokens_per_s_per_mw" in fleet else "—",
         "own / rent per hour": (f"{usd(fleet['own_cost_usd_per_hour'])} / {usd(fleet['rent_usd_per_hour'])}"
                                 if "own_cost_usd_per_hour" in fleet else "—"),
     }
+    out["perf model band"] = band_text(band)
+    return out
 
 
-def kpi_workloads(summary: pd.DataFrame, fleet: str) -> pd.DataFrame:
+def kpi_workloads(summary: pd.DataFrame, fleet: str, band: tuple[float, list[str]] | None = None) -> pd.DataFrame:
     """Per workload of one fleet: p99 TTFT / E2E (≥ when the run is unstable: lower
     bounds), offered / served / goodput rates, rejections, SLO attainment and why
-    requests missed, $/request, status."""
+    requests missed, $/request, status. With ``band`` (:func:`perf_bands`) latency,
+    served throughput and costs carry the performance model's ± band."""
     rows = []
     for _, r in summary[summary["fleet"] == fleet].iterrows():
         missed = not pd.isna(r["slo_attainment"]) and r["slo_attainment"] < r["slo_target"]
         bound = "≥ " if r.get("tails_lower_bound", False) else ""
         rows.append({
             "workload": r["workload"],
-            "p99 TTFT": bound + seconds(r["ttft_p99_s"]),
-            "p99 E2E": bound + seconds(r["e2e_p99_s"]),
-            "req/s offered / served / goodput": " / ".join(
-                human(r.get(c, math.nan)) for c in ("arrival_rate_rps", "throughput_rps", "goodput_rps")),
+            "p99 TTFT": with_band(bound + seconds(r["ttft_p99_s"]), band),
+            "p99 E2E": with_band(bound + seconds(r["e2e_p99_s"]), band),
+            "req/s offered / served / goodput": " / ".join(  # offered is the demand: no band
+                [human(r.get("arrival_rate_rps", math.nan))]
+                + [with_band(human(r.get(c, math.nan)), band) for c in ("throughput_rps", "goodput_rps")]),
             "rejected (share, reason)": rejections(r),
             "SLO met": percent(r["slo_attainment"], decimals=1),
             "misses TTFT/TPOT/E2E/rejected/unfinished": " / ".join(
                 str(int(r.get(f"slo_miss_{k}", 0))) for k in ("ttft", "tpot", "e2e", "rejected", "unfinished")),
-            "$/request": usd(r["cost_per_request_usd"]),
-            "$/1M output tokens": usd(r.get("cost_per_1m_output_tokens_usd", math.nan)),
+            "$/request": with_band(usd(r["cost_per_request_usd"]), band),
+            "$/1M output tokens": with_band(usd(r.get("cost_per_1m_output_tokens_usd", math.nan)), band),
             "J/request": human(r["energy_per_request_j"]) if "energy_per_request_j" in r else "—",
             "J/output token": human(r.get("energy_per_output_token_j", math.nan)),
             "status": "UNSTABLE" if r["unstable"] else ("SLO missed" if missed else "ok"),
@@ -685,4 +718,22 @@ def energy_chart(fleets: pd.DataFrame, summary: pd.DataFrame, colors: Mapping[st
     fig.update_xaxes(title_text="fleet", row=1, col=2)
     fig.update_xaxes(title_text="workload", row=1, col=3)
     fig.update_layout(title="Energy and power", barmode="group", height=460, **LAYOUT)
+    return fig
+
+
+def power_over_time_chart(fleet_power: pd.DataFrame, colors: Mapping[str, str] | None = None) -> go.Figure:
+    """Facility (solid) and IT (dotted) power of each fleet over the run, in kW, as steps
+    over the sampled intervals (``fleet_power``: :func:`sim.results.power_series.fleet_power_over_time`)."""
+    colors = _colors(colors, list(dict.fromkeys(fleet_power["fleet"])))
+    fig = go.Figure()
+    for fleet, g in fleet_power.groupby("fleet", sort=False):
+        x = list(g["t_start_s"]) + [g["t_end_s"].iloc[-1]]
+        for column, label, dash in (("facility_power_kw", "facility", "solid"), ("it_power_kw", "IT", "dot")):
+            y = list(g[column]) + [g[column].iloc[-1]]
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=dict(color=colors.get(fleet), dash=dash, shape="hv"),
+                                     name=f"{fleet}: {label}", legendgroup=str(fleet),
+                                     hovertemplate=f"{fleet} {label}: %{{y:.4~s}} kW at %{{x:.0f}} s<extra></extra>"))
+    fig.update_yaxes(title_text="power (kW)", rangemode="tozero")
+    fig.update_xaxes(title_text="simulated time (s)")
+    fig.update_layout(title="Power over the run: facility (solid) = IT (dotted) × PUE", height=420, **LAYOUT)
     return fig

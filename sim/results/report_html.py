@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 from sim.results import charts
 from sim.errors import UserError
 from sim.engine.core import TIMESERIES_COLUMNS
+from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
 from sim.results.tables import Results
 from sim.scenario import load_scenario
 
@@ -90,6 +91,10 @@ def run_figures(results: Results, accelerators) -> list[tuple[str, go.Figure]]:
     figs.append(("Hourly cost", charts.cost_breakdown(results.pools, colors)))
     figs.append(("Cost per request", charts.cost_per_request(results.summary, colors)))
     figs.append(("Roofline", charts.roofline(results.pools, accelerators, charts.pool_kinds(results.scenario), colors)))
+    figs.append(("Energy and power", charts.energy_chart(results.fleets, results.summary, colors)))
+    if len(results.timeseries) and "run_end_s" in results.pools.columns:
+        power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
+        figs.append(("Power over the run", charts.power_over_time_chart(coarsen(fleet_power_over_time(power), 300), colors)))
     names = list(results.fleets["fleet"])
     for other in names[1:]:
         table = charts.compare_fleets(results.summary, results.fleets, names[0], other)
@@ -125,10 +130,10 @@ td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:right;white-space:
 """
 
 
-def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str) -> str:
+def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str, band=None) -> str:
     kpis = "".join(f"<div class='kpi'><span>{html.escape(k)}</span><b>{html.escape(v)}</b></div>"
-                   for k, v in charts.kpi_fleet(fleet, summary).items())
-    table = charts.kpi_workloads(summary, fleet["fleet"]).to_html(index=False, border=0)
+                   for k, v in charts.kpi_fleet(fleet, summary, band).items())
+    table = charts.kpi_workloads(summary, fleet["fleet"], band).to_html(index=False, border=0)
     name = html.escape(str(fleet["fleet"]))
     return (f"<div class='fleet' style='border-top:4px solid {color}'><h3>{name}</h3>"
             f"<div class='muted'>{html.escape(str(fleet['accelerators']))}</div>{kpis}<div class='wide'>{table}</div></div>")
@@ -149,7 +154,9 @@ def run_report_html(results: Results, accelerators) -> str:
     """The report page of one run: KPI cards per fleet, then every chart."""
     sc = results.scenario
     colors = charts.fleet_colors(results.fleets["fleet"])
-    cards = "".join(_fleet_card(f, results.summary, colors[f["fleet"]]) for _, f in results.fleets.iterrows())
+    bands = charts.perf_bands(sc, accelerators)
+    cards = "".join(_fleet_card(f, results.summary, colors[f["fleet"]], bands.get(f["fleet"]))
+                    for _, f in results.fleets.iterrows())
     subtitle = (f"{sc.description.strip() or sc.name} — seed {sc.seed}, {sc.duration_s:g} s of arrivals "
                 f"after {sc.warmup_s:g} s warm-up, {len(sc.fleets)} fleet(s)")
     return _page(f"dcsim run: {sc.name}", subtitle, f"<div class='cards'>{cards}</div>" + _figures_html(run_figures(results, accelerators)))

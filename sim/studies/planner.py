@@ -10,8 +10,11 @@ Method (see the README section "Sweeps and planning" for its limits):
    charged per accelerator slot (the pool's nodes are shared with the fleet's other
    pools of its type). It is known before any simulation, so candidates can be ranked.
 3. Per type, an analytic starting point ``ceil(rate / capacity)`` (the roofline
-   estimate: optimistic per replica, but not a bound on the simulated minimum) (see
-   :mod:`sim.studies.planner_capacity`), then simulation: if the bound meets the SLO, bisect
+   estimate: optimistic per replica, but not a bound on the simulated minimum; the
+   report prints the true lower bound ``ceil(rate × fewest replica-seconds per request)``
+   beside it, and counts below it are rejected unsimulated: they are overloaded at the
+   mean rate even if a short run passes) (see :mod:`sim.studies.planner_capacity`),
+   then simulation: if the start meets the SLO, bisect
    down to the fewest replicas that still do; otherwise double until one does, then
    bisect. This is the cheapest single-type pool per type.
 4. Mixes: every combination of replica counts (two or more types, each at most its
@@ -45,7 +48,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.errors import ScenarioError, UserError
-from sim.studies.planner_capacity import replica_capacity_rps
+from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_floor
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
@@ -231,6 +234,8 @@ class WorkloadSearch:
         self.cache: dict[tuple, bool] = {}
         self.costs: dict[tuple[str, int], float] = {}
         self.capacity: dict[str, float] = {}
+        self.floor_s: dict[str, float] = {}  # fewest busy replica-seconds per request
+        self.pp: dict[str, int] = {}
         self.rate = _rate(workload)
         self.types = [c.accelerator for c in spec.candidates if self._feasible(c.accelerator)]
 
@@ -249,6 +254,8 @@ class WorkloadSearch:
         if pool.layout is None:
             raise UserError(f"plan: workload '{self.name}' ({sc.workloads[self.name].kind}) has no hardware to plan")
         self.capacity[acc] = replica_capacity_rps(sc.workloads[self.name], pool)
+        self.floor_s[acc] = replica_seconds_floor(sc.workloads[self.name], pool)
+        self.pp[acc] = pool.config.pp if getattr(pool.config, "pp", None) else 1
         return True
 
     def cost(self, acc: str, n: int) -> float:
@@ -271,6 +278,8 @@ class WorkloadSearch:
         from sim.results.tables import run_scenario
 
         key = tuple(sorted((a, n) for a, n in counts.items() if n > 0))
+        if key not in self.cache and not self.keeps_up(dict(key)):
+            self.cache[key] = False  # overloaded at the mean rate whatever a finite run shows
         if key not in self.cache:
             if self.budget[0] <= 0:
                 raise UserError(f"plan: search.max_simulations exhausted while planning '{self.name}'; raise it")
@@ -285,21 +294,39 @@ class WorkloadSearch:
                 self.cache[key] = False
         return self.cache[key]
 
-    def lower_bound(self, acc: str) -> int:
+    def estimate(self, acc: str) -> int:
         """The roofline estimate ``ceil(rate / capacity)``, where the search starts. Not a
-        true lower bound on the simulated minimum, so the report prints it as "roofline
-        estimate": on a KV-limited pool the capacity's batch counts the mean prompt plus
-        the WHOLE mean output per sequence (``kv_tokens // (P + O)``), while the engine's
-        KV blocks grow with the tokens generated so far (about P + O/2 per sequence on
-        average), so the simulated batch, and the capacity, can be larger; and a finite
-        run with an attainment target below 100% can pass slightly above steady-state
-        capacity. The search bisects below the estimate whenever it already passes."""
+        bound: on a KV-limited pool the capacity's batch counts the mean prompt plus the
+        WHOLE mean output per sequence (``kv_tokens // (P + O)``), while the engine's KV
+        blocks grow with the tokens generated so far, so the simulated batch, and the
+        capacity, can be larger. The search bisects below it whenever it already passes."""
         return max(1, math.ceil(self.rate / self.capacity[acc])) if math.isfinite(self.capacity[acc]) else 1
+
+    def lower_bound(self, acc: str) -> int:
+        """``ceil(rate x floor / pp)`` with ``floor`` the fewest busy replica-seconds a
+        mean request can cost (:func:`sim.studies.planner_capacity.replica_seconds_floor`):
+        fewer replicas, even 100% busy at the best-case performance, cannot keep up with
+        the mean rate. A short simulated run can still pass below it (its queue has
+        not grown enough to miss the SLO or look unstable by the end), so :meth:`meets`
+        rejects such counts without simulating: the search never returns fewer."""
+        return max(1, math.ceil(self.rate * self.floor_s[acc] / self.pp.get(acc, 1) - 1e-9))
+
+    def keeps_up(self, counts: Counts) -> bool:
+        """Whether ``counts`` can keep up with the mean rate at all: Σ n x pp / floor ≥
+        rate (each replica, 100% busy at best-case performance, serves at most pp / floor
+        requests/s; a floor of 0, an unknown shape, never limits)."""
+        supply = 0.0
+        for acc, n in counts.items():
+            floor = self.floor_s.get(acc, 0.0)
+            if n > 0 and floor <= 0:
+                return True
+            supply += n * self.pp.get(acc, 1) / floor if n > 0 else 0.0
+        return supply >= self.rate * (1 - 1e-9)
 
     def single(self, acc: str) -> int | None:
         """Fewest replicas of ``acc`` alone that meet the SLO (None above the cap)."""
         cap = self.spec.search.max_replicas_per_type
-        start = min(self.lower_bound(acc), cap)
+        start = min(self.estimate(acc), cap)
         if self.meets({acc: start}):
             lo, hi = 0, start
         else:
@@ -358,8 +385,9 @@ class WorkloadPlan:
     mix_cost_usd_per_hour: float
     singles: dict[str, int | None]
     single_costs: dict[str, float]
-    lower_bounds: dict[str, int]  # roofline estimate ceil(rate / capacity): where the search starts
+    lower_bounds: dict[str, int]  # ceil(rate × fewest replica-seconds per request): no fewer replicas keep up
     per_replica: dict[str, int] = field(default_factory=dict)  # accelerators per replica (tp × pp) per type
+    estimates: dict[str, int] = field(default_factory=dict)  # roofline estimate ceil(rate / capacity): search start
 
 
 @dataclass
@@ -426,7 +454,8 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
             mix, cost = found
     per_replica = {a: _accelerators_per_replica(spec, name, a) for a in search.types}
     return WorkloadPlan(name, search.rate, {a: n for a, n in mix.items() if n}, cost, singles, costs,
-                        {a: search.lower_bound(a) for a in search.types}, per_replica)
+                        {a: search.lower_bound(a) for a in search.types}, per_replica,
+                        {a: search.estimate(a) for a in search.types})
 
 
 def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:

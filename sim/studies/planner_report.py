@@ -41,19 +41,23 @@ def _power_line(q: QuarterPlan, plan) -> str:
 
 
 def options_table(q: QuarterPlan) -> str:
-    """Per workload and candidate type: the roofline estimate (where the search starts,
-    not a bound), the simulated single-type minimum and its full-load $/hour."""
+    """Per workload and candidate type: the lower bound (no fewer replicas keep up with
+    the mean rate even at best-case performance), the roofline estimate (where the
+    search starts, not a bound), the simulated single-type minimum and its full-load
+    $/hour."""
     rows = []
     for w in q.workloads:
-        for acc, estimate in w.lower_bounds.items():
+        for acc, bound in w.lower_bounds.items():
             n = w.singles.get(acc)
             per = w.per_replica.get(acc, 1)
             chosen = "chosen" if w.mix == {acc: n} else ""
-            rows.append([w.name, f"{w.rate_per_s:.3g}", acc, str(estimate),
+            estimate = w.estimates.get(acc)
+            rows.append([w.name, f"{w.rate_per_s:.3g}", acc, str(bound), MISSING if estimate is None else str(estimate),
                          replicas(n, per, acc) if n is not None else "> search cap",
                          _usd(w.single_costs[acc]) if n is not None else MISSING, chosen])
-    headers = ["workload", "rate (req/s)", "type", "roofline estimate", "single-type minimum", "pool $/hour full load", ""]
-    return table(headers, rows, right=[False, True, False, True, False, True, False])
+    headers = ["workload", "rate (req/s)", "type", "lower bound", "roofline estimate", "single-type minimum",
+               "pool $/hour full load", ""]
+    return table(headers, rows, right=[False, True, False, True, True, False, True, False])
 
 
 def fleets_table(q: QuarterPlan) -> str:
@@ -114,6 +118,8 @@ def _indent(text: str) -> str:
 
 def plan_text(result: PlanResult) -> str:
     head = (f"Plan {result.spec.name}: cheapest fleet meeting every SLO ({result.simulations} simulations)\n"
+            "lower bound: ceil(rate × fewest busy replica-seconds per request at best-case performance); no fewer "
+            "replicas keep up with the mean rate\n"
             "roofline estimate: ceil(rate / analytic per-replica capacity), where the search starts; "
             "the simulated minimum can be lower or higher")
     return "\n\n".join([head, *(quarter_text(q) for q in result.quarters)]) + "\n"

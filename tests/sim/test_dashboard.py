@@ -317,14 +317,54 @@ def test_every_economics_field_is_editable(captured):
 def test_an_arithmetic_bug_in_placement_is_reported_not_a_crash(monkeypatch):
     """A catalog row the placement code divides by zero on (found: cerebras-wse3 at tp=4)
     must leave the page usable with Run disabled and say what happened."""
-    import sim.results.tables
+    import sim.engine.pools
 
-    def broken(scenario):
+    def broken(scenario, fleet, *args):
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(sim.results.tables, "check_fleets", broken)
+    monkeypatch.setattr(sim.engine.pools, "build_pools", broken)
+    ds._placed.clear()
     data = default_data()
     initial = ds.initial_values(data)
     scenario, errors = ds.validate(data, initial, initial)
     assert scenario is None
     assert "dcsim bug" in errors[ds.GENERAL][0] and "ZeroDivisionError" in errors[ds.GENERAL][0]
+
+
+def test_placement_is_checked_once_per_fleet_content(monkeypatch):
+    """Each widget edit reruns the page: a fleet whose placement passed is not placed
+    again until the fleet or a workload's shape changes; a failing one is re-checked
+    (its message shown each time)."""
+    import sim.engine.pools
+
+    calls = []
+    real = sim.engine.pools.build_pools
+    monkeypatch.setattr(sim.engine.pools, "build_pools", lambda sc, fleet, *a: calls.append(fleet.name) or real(sc, fleet, *a))
+    ds._placed.clear()
+    data = ds.for_dashboard(load_scenario(ds.run_scenarios()["default"]).model_dump(mode="json"))
+    initial = ds.initial_values(data)
+    fleets = [f["name"] for f in data["fleets"]]
+    assert ds.validate(data, initial, initial)[0] is not None and calls == fleets
+    ds.validate(data, initial, initial)
+    faster = {**initial, "traffic.total_rate_per_s": 2 * initial["traffic.total_rate_per_s"]}
+    assert ds.validate(data, faster, initial)[0] is not None
+    assert calls == fleets  # same fleets, only arrival rates changed: nothing placed again
+    bigger = {**initial, "fleets.0.pools.2.replicas": 100_000}
+    assert ds.validate(data, bigger, initial)[0] is not None
+    assert calls == fleets + [fleets[0]]
+    bad = {**initial, "fleets.0.pools.0.tp": 64}
+    for _ in range(2):
+        scenario, errors = ds.validate(data, bad, initial)
+        assert scenario is None and errors
+    assert calls.count(fleets[0]) == 4
+
+
+def test_a_pool_of_100000_replicas_validates_and_can_run():
+    """The issue: 100,000 replicas made every page update take > 60 s (placement and
+    packing rechecked on each rerun; packing was O(replicas²)). Rerun times: bench/bench_dashboard_rerun.py."""
+    at = start()
+    at.number_input(key=PREFIX + "fleets.0.pools.2.replicas").set_value(100_000).run()
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.error
+    assert not at.button(key="run").disabled

@@ -5,8 +5,8 @@ With 3 fleets (the default scenario) and 5 fleets (an uploaded scenario: the def
 three plus two identical copies), every view is opened and checked for clipped text:
 no table cell, fleet card or KPI may have a scroll width above its client width.
 
-With ``DCSIM_SCREENSHOTS=DIR`` each view is saved as ``DIR/dashboard-<view>-<n>fleets.png``
-(``make screenshots`` writes them to docs/), and the 3-fleet Overview and Roofline as
+With ``DCSIM_SCREENSHOTS=DIR`` each view is saved whole (not only the first 1000 px) as
+``DIR/dashboard-<view>-<n>fleets.png`` (``make screenshots`` writes them to docs/), and the 3-fleet Overview and Roofline as
 ``dashboard-main.png`` and ``dashboard-roofline.png`` for the README."""
 
 from __future__ import annotations
@@ -40,7 +40,33 @@ CLIPPED_JS = """(selector) => {
   return out;
 }"""
 
+# Streamlit scrolls its main panel inside the page, so Playwright's full_page shot is only
+# the viewport: the whole page is shot by growing the viewport to the tallest scrolled
+# content (main panel or sidebar), then restoring it.
+CONTENT_HEIGHT_JS = """() => {
+  let h = document.documentElement.scrollHeight;
+  for (const el of document.querySelectorAll('*')) {
+    const overflow = getComputedStyle(el).overflowY;
+    if ((overflow === 'auto' || overflow === 'scroll') && el.scrollHeight > el.clientHeight + 1)
+      h = Math.max(h, el.getBoundingClientRect().top + el.scrollHeight);
+  }
+  return Math.ceil(h);
+}"""
+MAX_SHOT_HEIGHT = 16_000
+PROGRESS_JS = "() => [...document.querySelectorAll('[data-testid=stProgress]')].map(e => e.innerText.trim())"
+
 pytestmark = pytest.mark.slow
+
+
+def whole_page_screenshot(page, path: Path) -> None:
+    """The whole page, every chart and table, at the viewport's width."""
+    viewport = page.viewport_size
+    height = min(page.evaluate(CONTENT_HEIGHT_JS), MAX_SHOT_HEIGHT)
+    page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
+    page.wait_for_timeout(800)  # plotly relayouts to the new height
+    page.screenshot(path=str(path))
+    page.set_viewport_size(viewport)
+    page.wait_for_timeout(300)
 
 
 def free_port() -> int:
@@ -138,7 +164,7 @@ def check_views(page, fleets: int) -> None:
         assert not clipped, (view, fleets, clipped[:10])
         if docs:
             slug = view.lower().replace(" ", "-")
-            page.screenshot(path=str(Path(docs) / f"dashboard-{slug}-{fleets}fleets.png"), full_page=True)
+            whole_page_screenshot(page, Path(docs) / f"dashboard-{slug}-{fleets}fleets.png")
             if fleets == 3 and view in README_SHOTS:  # the two the README shows
                 page.screenshot(path=str(Path(docs) / README_SHOTS[view]))
 
@@ -205,3 +231,33 @@ def test_long_placement_error_is_full_width_and_run_says_why(server, page):
     box = error.bounding_box()
     assert box["width"] > 800 and box["height"] < 200, box  # full width, a few lines tall
     assert not page.evaluate(CLIPPED_JS, "[data-testid=stAlert] p")
+
+
+def test_a_long_run_shows_progress(server, page):
+    """1,500 s of arrivals on the default scenario (about five times the dashboard's
+    default): while it runs, the progress bar fed by the engine's progress callback
+    shows which fleet is simulated and how many requests are done, then the results."""
+    page.goto(server)
+    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
+    duration = page.get_by_role("spinbutton", name="arrivals for (s)")
+    duration.fill("1500")
+    duration.press("Enter")
+    page.wait_for_timeout(500)
+    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # the edit's rerun
+    page.get_by_role("button", name="Run").click()
+    page.locator("[data-testid=stProgress]").first.wait_for(timeout=60_000)
+    seen: set[str] = set()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # read without waiting: the bar may go between two looks
+        texts = page.evaluate(PROGRESS_JS)
+        if not texts:
+            break
+        seen.update(t for t in texts if t)
+        page.wait_for_timeout(100)
+    assert any(t.startswith("simulating fleet all-h100 (1/3, ") for t in seen), seen
+    assert any(t.startswith("simulating fleet all-b200 (2/3, ") for t in seen), seen
+    assert any("requests" in t and "/" in t for t in seen), seen
+    page.locator("[data-testid=fleet-card]").first.wait_for(timeout=120_000)
+    page.get_by_text("1500 s of arrivals").first.wait_for(timeout=10_000)
+    assert page.locator("[data-testid=stProgress]").count() == 0  # gone once the results are drawn
