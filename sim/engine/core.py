@@ -196,10 +196,16 @@ def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run, catalog=Non
     return JourneyPlanner(wl, shape, by_stage, variants)
 
 
+FEED_WINDOW = 4096
+"""Arrivals converted to Python values at a time (lists of the whole demand would hold
+~150 bytes per request for the whole run)."""
+
+
 class _ArrivalFeed:
     """Creates workload ``w``'s requests at their arrival instants (ids ``first_id``,
     ``first_id`` + 1, …) and hands them to the router: one timeout per distinct arrival
-    instant, driven by callbacks (cheaper than a generator process)."""
+    instant, driven by callbacks (cheaper than a generator process). The demand arrays
+    are read :data:`FEED_WINDOW` arrivals at a time."""
 
     def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, entry, workload, outcomes: Outcomes):
         self.env = run.env
@@ -210,49 +216,59 @@ class _ArrivalFeed:
         self.branches = getattr(workload, "best_of_k", 1)
         self.draws = d.draws
         self.arrived = outcomes.arrived
-        self.times = d.arrival_s.tolist()
-        self.prompt = d.prompt_tokens.tolist()
-        self.output = d.output_tokens.tolist()
-        self.steps = d.steps.tolist()
-        self.service = d.service_s.tolist()
-        self.images = d.images.tolist() if d.images is not None else None
-        self.cfg = d.cfg.tolist() if d.cfg is not None else None
-        self.i = 0
+        self.d, self.total = d, len(d)
+        self._window(0)
         self.timer = Rearmable(self.env, self._arrive)
         if self.times:
             self._schedule()
+
+    def _window(self, start: int) -> None:
+        d, end = self.d, min(start + FEED_WINDOW, self.total)
+        self.base, self.i = start, 0
+        self.times = d.arrival_s[start:end].tolist()
+        self.prompt = d.prompt_tokens[start:end].tolist()
+        self.output = d.output_tokens[start:end].tolist()
+        self.steps = d.steps[start:end].tolist()
+        self.service = d.service_s[start:end].tolist()
+        self.images = d.images[start:end].tolist() if d.images is not None else None
+        self.cfg = d.cfg[start:end].tolist() if d.cfg is not None else None
 
     def _schedule(self) -> None:
         self.timer.arm(self.times[self.i] - self.env.now)
 
     def _arrive(self, _event) -> None:
-        now, times, n = self.env.now, self.times, len(self.times)
-        i = self.i
-        while i < n and times[i] <= now:
-            req = Request(
-                id=self.first_id + i,
-                workload=self.w,
-                arrival_at_s=times[i],
-                prompt_tokens=self.prompt[i],
-                output_tokens=self.output[i],
-                steps=self.steps[i],
-                service_s=self.service[i],
-                branches=self.branches,
-            )
-            self.arrived(req)
-            if self.planner is None:
-                self.router.dispatch(req)
-            else:
-                if self.draws is not None:
-                    req.draws = tuple(map(tuple, self.draws[i].tolist()))
-                if self.images is not None:
-                    req.images, req.cfg = self.images[i], self.cfg[i]
-                req.journey = self.planner.plan(req)
-                req.journey[0][0].dispatch(req)
-            i += 1
-        self.i = i
-        if i < n:
-            self._schedule()
+        now = self.env.now
+        while True:
+            times, n, i, first = self.times, len(self.times), self.i, self.first_id + self.base
+            while i < n and times[i] <= now:
+                req = Request(
+                    id=first + i,
+                    workload=self.w,
+                    arrival_at_s=times[i],
+                    prompt_tokens=self.prompt[i],
+                    output_tokens=self.output[i],
+                    steps=self.steps[i],
+                    service_s=self.service[i],
+                    branches=self.branches,
+                )
+                self.arrived(req)
+                if self.planner is None:
+                    self.router.dispatch(req)
+                else:
+                    if self.draws is not None:
+                        req.draws = tuple(map(tuple, self.draws[self.base + i].tolist()))
+                    if self.images is not None:
+                        req.images, req.cfg = self.images[i], self.cfg[i]
+                    req.journey = self.planner.plan(req)
+                    req.journey[0][0].dispatch(req)
+                i += 1
+            self.i = i
+            if i < n:
+                self._schedule()
+                return
+            if self.base + n >= self.total:
+                return
+            self._window(self.base + n)
 
 
 SAMPLES_MAX = 2048  # instants kept per run; between SAMPLES_MAX / 2 and SAMPLES_MAX cover the span
