@@ -23,9 +23,10 @@ counts and sums (floating-point sums in another order: equal to ~1e-12 relative)
 the quantiles (``*_p50_s``, ``*_p95_s``, ``*_p99_s``, ``tokens_per_s_per_request_p50``,
 ``queue_p*_s``): DDSketch (Masson, Rim & Lee, "DDSketch: a fast and fully-mergeable
 quantile sketch with relative-error guarantees", VLDB 2019; the ``ddsketch`` package of
-Datadog) returns for quantile q a value within relative accuracy
-:data:`SKETCH_RELATIVE_ACCURACY` (α = 0.5 %) of the sample of rank ⌊q·(n−1)⌋ of the
-values; numpy's percentile interpolates between that sample and the next.
+Datadog) returns the sample of any rank within relative accuracy
+:data:`SKETCH_RELATIVE_ACCURACY` (α = 0.5 %); :func:`sketch_percentile` interpolates
+between the two samples around the percentile's rank as numpy does, so a streamed
+quantile is within α of the in-memory one (values are non-negative).
 
 **What streaming does not give.** ``Results.requests`` is an empty table with the request
 columns (the rows are in ``Results.requests_file``, in completion order per fleet, not
@@ -94,8 +95,31 @@ def add_values(sketch: DDSketch, values: np.ndarray) -> None:
             sketch.add(mapping.value(key), float(count))
 
 
-def _quantile(sketch: DDSketch, p: float) -> float:
-    return float(sketch.get_quantile_value(p / 100.0)) if sketch.count else math.nan
+def _order_statistic(sketch: DDSketch, k: int, n: int) -> float:
+    """The sketch's value for the sample of rank ``k`` (0-based) of its ``n`` values: it
+    answers quantile q with the sample of rank ⌊q·(n−1)⌋, so ask for rank k + ½."""
+    return float(sketch.get_quantile_value(min((k + 0.5) / (n - 1), 1.0) if n > 1 else 0.0))
+
+
+def sketch_percentile(sketch: DDSketch, p: float) -> float:
+    """Percentile ``p`` (0-100) as :func:`numpy.percentile` defines it (linear between
+    the samples of rank ⌊r⌋ and ⌊r⌋ + 1, r = p/100·(n−1)), from the sketch's values for
+    those two samples. Each is within relative accuracy α of its sample, so for
+    non-negative values the result is within α of numpy's percentile of the raw values.
+    NaN for an empty sketch."""
+    n = int(round(sketch.count))
+    if n == 0:
+        return math.nan
+    rank = p / 100.0 * (n - 1)
+    k = int(math.floor(rank))
+    low = _order_statistic(sketch, k, n)
+    frac = rank - k
+    if frac == 0.0 or k + 1 >= n:
+        return low
+    return low + (_order_statistic(sketch, k + 1, n) - low) * frac
+
+
+_quantile = sketch_percentile
 
 
 class WorkloadAccumulator:

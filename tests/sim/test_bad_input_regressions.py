@@ -240,7 +240,7 @@ def test_arrivals_beyond_memory_refused_up_front(tmp_path):
 def test_in_memory_runs_keep_the_lower_limit(tmp_path):
     """engine.stream: off keeps one row per request in memory: 2,000,000 at most, and the
     message says how to lift it."""
-    data = with_(("engine", "stream"), "off", with_(("workloads", "chat", "arrival", "rate_per_s"), 1e4))
+    data = with_(("engine", "stream"), "off", with_(("workloads", "chat", "arrival", "rate_per_s"), 2e5))
     refused(tmp_path, data, "limit is 2,000,000", "engine.stream: off", "set engine.stream: auto")
 
 

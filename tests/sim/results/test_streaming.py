@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import sim.engine.outcomes as outcomes
 from sim.errors import UserError
 from sim.results.export import write_results
-from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, add_values, new_sketch
+from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, add_values, new_sketch, sketch_percentile
 from sim.results.tables import run_scenario
 from sim.scenario import load_scenario
 from tests.scenario_cases import ar_pool, make_scenario
@@ -94,8 +94,9 @@ def assert_same_summary(memory, streamed) -> None:
             if not len(values):
                 assert math.isnan(got) and math.isnan(row[column]), column
                 continue
-            rank = values[int(math.floor(p / 100 * (len(values) - 1)))]
-            assert (1 - ALPHA) * rank - 1e-12 <= got <= (1 + ALPHA) * rank + 1e-12, (column, got, rank)
+            want = float(np.percentile(values, p))
+            assert abs(got - want) <= ALPHA * want + 1e-12, (column, got, want)
+            assert abs(row[column] - want) <= 1e-9 * want, column  # the in-memory path is numpy's
 
 
 def assert_same_rows(memory, streamed) -> None:
@@ -192,6 +193,12 @@ def test_sketch_quantiles_within_relative_accuracy_of_order_statistics():
     for p in (50, 90, 95, 99, 99.9):
         rank = ordered[int(math.floor(p / 100 * (len(values) - 1)))]
         assert abs(sketch.get_quantile_value(p / 100) - rank) <= ALPHA * rank
+        want = np.percentile(values, p)
+        assert abs(sketch_percentile(sketch, p) - want) <= ALPHA * want
+    few = new_sketch()  # two values far apart: the interpolation, not the nearest sample
+    add_values(few, np.array([1.0, 100.0]))
+    assert abs(sketch_percentile(few, 50) - 50.5) <= ALPHA * 50.5
+    assert math.isnan(sketch_percentile(new_sketch(), 99))
 
 
 def test_cells_refuse_streaming():
