@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    python bench/bench_memory.py [--requests 1e6 3e6 10e6] [--modes on off] [--save]
+    python bench/bench_memory.py [--requests 1e6 2e6 3e6 10e6] [--modes on off] [--save]
     python bench/bench_memory.py --one 1000000 on      # one case, prints a JSON line
 
 Each case runs in a fresh process (peak RSS is a per-process high-water mark): the
@@ -57,7 +57,7 @@ def one(requests: int, stream: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=float, nargs="+", default=[1e6, 3e6, 10e6])
+    parser.add_argument("--requests", type=float, nargs="+", default=[1e6, 2e6, 3e6, 10e6])
     parser.add_argument("--modes", nargs="+", default=["on", "off"], choices=["on", "off"])
     parser.add_argument("--one", nargs=2, metavar=("REQUESTS", "STREAM"))
     parser.add_argument("--save", action="store_true")
@@ -79,9 +79,13 @@ def main() -> None:
             rows.append(row)
             print(f"{row['requests']:>11,} {mode:>6} {row['wall_s']:>8.1f} {row['req_per_wall_s']:>8,} "
                   f"{row['peak_rss_mb']:>12,}", flush=True)
-    if args.save:
+    if args.save:  # merged into earlier cases (one per request count and mode)
+        old = json.loads(RESULTS_JSON.read_text())["cases"] if RESULTS_JSON.is_file() else []
+        new = {(r["requests"], r["stream"]) for r in rows}
+        cases = sorted([r for r in old if (r["requests"], r["stream"]) not in new] + rows,
+                       key=lambda r: (r["requests"], r["stream"]))
         RESULTS_JSON.write_text(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                                            "target_peak_rss_bytes": TARGET_PEAK_RSS_BYTES, "cases": rows},
+                                            "target_peak_rss_bytes": TARGET_PEAK_RSS_BYTES, "cases": cases},
                                            indent=2) + "\n")
 
 
