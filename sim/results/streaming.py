@@ -90,9 +90,22 @@ def add_values(sketch: DDSketch, values: np.ndarray) -> None:
     if zeros:
         sketch.add(0.0, float(zeros))
     if len(positive):
-        keys, counts = np.unique(np.array([mapping.key(v) for v in positive.tolist()]), return_counts=True)
+        keys, counts = np.unique(_keys(mapping, positive), return_counts=True)
         for key, count in zip(keys.tolist(), counts.tolist()):
             sketch.add(mapping.value(key), float(count))
+
+
+def _keys(mapping, values: np.ndarray) -> np.ndarray:
+    """``mapping.key`` of every value, vectorised: ⌈log₂(v)·multiplier⌉ + offset (the
+    formula of ddsketch's LogarithmicMapping), with the values whose log lands within
+    1e-9 of a bucket edge (where numpy's and libm's last bits could disagree) keyed by
+    the library itself."""
+    x = np.log(values) / math.log(2) * mapping._multiplier  # noqa: SLF001 - the mapping's own constants
+    keys = np.ceil(x) + mapping._offset  # noqa: SLF001
+    edge = np.abs(x - np.round(x)) < 1e-9 * np.maximum(1.0, np.abs(x))
+    if edge.any():
+        keys[edge] = [mapping.key(v) for v in values[edge].tolist()]
+    return keys.astype(np.int64)
 
 
 def _order_statistic(sketch: DDSketch, k: int, n: int) -> float:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import sim.engine.outcomes as outcomes
 from sim.errors import UserError
 from sim.results.export import write_results
-from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, add_values, new_sketch, sketch_percentile
+from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, _keys, add_values, new_sketch, sketch_percentile
 from sim.results.tables import run_scenario
 from sim.scenario import load_scenario
 from tests.scenario_cases import ar_pool, make_scenario
@@ -174,11 +174,15 @@ def test_bulk_sketch_add_equals_one_by_one():
     """add_values groups values by bucket: the sketch must answer exactly as with
     DDSketch.add of each value (second implementation: the library's own add)."""
     rng = np.random.default_rng(3)
-    values = np.concatenate([rng.lognormal(0.0, 2.0, 5000), [0.0, 0.0, 1e-12]])
+    mapping = new_sketch()._mapping
+    edges = [mapping._pow_gamma(k) * f for k in range(-300, 300, 7) for f in (1.0, 1 - 1e-15, 1 + 1e-15)]  # bucket edges
+    values = np.concatenate([rng.lognormal(0.0, 2.0, 20_000), [0.0, 0.0, 1e-12], edges])
     bulk, single = new_sketch(), new_sketch()
     add_values(bulk, values)
     for v in values:
         single.add(float(v))
+    assert np.array_equal(_keys(mapping, values[values > mapping.min_possible]),
+                          [mapping.key(v) for v in values[values > mapping.min_possible]])
     for q in (0.0, 0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0):
         assert bulk.get_quantile_value(q) == single.get_quantile_value(q)
     assert bulk.count == single.count == len(values)
