@@ -36,6 +36,12 @@ the union of the cells' sample instants, counts summed and memory fractions aver
 (:func:`_merge_series`); events are summed and the end time is the latest cell's. The
 latency tails, SLO attainment and costs are then computed from the merged rows exactly
 as for a whole run.
+
+**Streaming.** Cells merge their in-memory request rows, so a cell run refuses a scenario
+that would stream (``engine.stream: on``, or ``auto`` above
+:data:`sim.results.streaming.STREAM_AUTO_REQUESTS` requests) with a UserError; set
+``engine.stream: off``. (The streaming accumulators and sketches are mergeable, but
+merging them across cells is not built.)
 """
 
 from __future__ import annotations
