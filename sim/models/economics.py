@@ -207,7 +207,7 @@ def attribute_costs(
     held per pool name over the whole run) is summed from ``requests`` if None; a
     streaming run passes it to cost one batch of rows at a time.
     """
-    out = requests.copy()
+    out = requests.copy(deep=False)  # new columns only: the request columns stay shared
     multi = set() if pool_shares is None or pool_shares.empty else set(pool_shares["request_id"])
     single = (out["pool"] != "") & ~out["request_id"].isin(multi)
     shares = pd.concat(

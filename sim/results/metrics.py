@@ -123,10 +123,12 @@ def workload_summary(requests: pd.DataFrame, scenario: Scenario, end_s: dict[str
     rows = []
     for fleet in requests["fleet"].unique():
         fleet_cfg = next(f for f in scenario.fleets if f.name == fleet)
-        fr = requests[requests["fleet"] == fleet]
+        in_fleet = requests["fleet"] == fleet
+        fr = requests if in_fleet.all() else requests[in_fleet]  # a one-fleet run: no copy of every row
         end = (end_s or {}).get(fleet, float(np.nanmax(fr[["arrival_at_s", "done_at_s"]].to_numpy())))
         for name in fleet_workloads(scenario, fleet_cfg):
-            all_rows = fr[fr["workload"] == name]
+            of_workload = fr["workload"] == name
+            all_rows = fr if of_workload.all() else fr[of_workload]
             rows.append(_workload_row(fleet, name, all_rows, scenario, window, end))
     return pd.DataFrame(rows)
 
