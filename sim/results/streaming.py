@@ -132,9 +132,6 @@ def sketch_percentile(sketch: DDSketch, p: float) -> float:
     return low + (_order_statistic(sketch, k + 1, n) - low) * frac
 
 
-_quantile = sketch_percentile
-
-
 class WorkloadAccumulator:
     """Mergeable per-(fleet, workload) statistics of streamed request rows (module
     docstring). :meth:`add` folds in a batch of the workload's rows; :meth:`merge` adds
@@ -267,7 +264,7 @@ class WorkloadAccumulator:
         row["arrival_rate_rps"] = n / window
         row["throughput_rps"] = c["served"] / window
         row["goodput_rps"] = c["served_meets"] / window
-        row["tokens_per_s_per_request_p50"] = _quantile(self.sketches["tokens_per_s"], 50) if done_n else math.nan
+        row["tokens_per_s_per_request_p50"] = sketch_percentile(self.sketches["tokens_per_s"], 50) if done_n else math.nan
         row["output_tokens_per_s"] = s["served_output_tokens"] / window
         row["slo_attainment"] = c["meets"] / n if n else math.nan
         row["slo_target"] = wl.slo.target
@@ -299,7 +296,7 @@ class WorkloadAccumulator:
             row["images_per_s"] = images / window
             row["cost_per_image_usd"] = cost / images if images else math.nan
             for p in PERCENTILES:
-                row[f"queue_p{p}_s"] = _quantile(self.sketches["queue_s"], p) if not unstable else math.nan
+                row[f"queue_p{p}_s"] = sketch_percentile(self.sketches["queue_s"], p) if not unstable else math.nan
         return row
 
     def _bill(self, rate: pd.Series) -> tuple[float, int]:
@@ -326,7 +323,7 @@ class WorkloadAccumulator:
                 add_values(merged, waited)
                 sketch = merged
             for p in PERCENTILES:
-                out[f"{metric[:-2]}_p{p}_s"] = _quantile(sketch, p)
+                out[f"{metric[:-2]}_p{p}_s"] = sketch_percentile(sketch, p)
         return out
 
     def _search(self, n: int) -> dict:

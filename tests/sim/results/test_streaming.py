@@ -225,3 +225,31 @@ def test_random_small_scenarios_agree(rate, replicas, warmup, drain, seed, ttft)
     memory, streamed = _both(scenario)
     assert_same_summary(memory, streamed)
     assert_same_rows(memory, streamed)
+
+
+def test_accumulators_merge_like_one():
+    """Two accumulators over alternate rows, merged, give the row one accumulator gives
+    over all rows (the sketches' buckets add, so even the quantiles are equal)."""
+    from sim.models.economics import cost_rates
+    from sim.results.streaming import WorkloadAccumulator
+
+    scenario = _chat(10.0, 1, duration_s=60.0, warmup_s=5.0)
+    memory = run_scenario(_with_stream(scenario, "off"))
+    rows = memory.requests
+    shares = pd.DataFrame({"request_id": pd.Series([], dtype="int64"), "pool": pd.Series([], dtype=object),
+                           "busy_share_s": pd.Series([], dtype=float)})
+    end = memory.end_s["f"]
+    rates = cost_rates(memory.pools, end, rows[rows["pool"] != ""].groupby("pool")["busy_share_s"].sum())
+    whole, even, odd = (WorkloadAccumulator(memory.scenario, "chat") for _ in range(3))
+    whole.add(rows, shares)
+    even.add(rows.iloc[::2], shares)
+    odd.add(rows.iloc[1::2], shares)
+    even.merge(odd)
+    want, got = whole.row("f", end, rates, "own"), even.row("f", end, rates, "own")
+    assert list(want) == list(got)
+    for column, value in want.items():
+        if isinstance(value, float):
+            assert got[column] == pytest.approx(value, rel=1e-9, nan_ok=True), column
+        else:
+            assert got[column] == value, column
+    assert want["completed"] > 300
