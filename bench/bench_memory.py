@@ -11,7 +11,7 @@ arrivals at 100 requests/s, Azure conv 2023 token lengths) with ``duration_s`` s
 give the request count, through :func:`sim.results.tables.run_scenario` (demand, engine,
 pool/request/summary tables, and with streaming the final costed ``requests.parquet``).
 Printed per case: requests, ``engine.stream``, wall seconds, simulated requests per
-wall-second, and peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``). ``off`` is
+wall-second (and per CPU-second in the JSON: a shared machine stretches wall time), and peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``). ``off`` is
 skipped above :data:`sim.scenario.MAX_IN_MEMORY_REQUESTS` (the scenario would be refused).
 
 Target (issue 14): 10M requests with peak RSS under 1 GB, streaming on.
@@ -46,13 +46,17 @@ def one(requests: int, stream: str) -> dict:
 
     scenario = build_scenario(requests / RATE_PER_S, RATE_PER_S, REPLICAS, "fast")
     scenario = scenario.model_copy(update={"engine": scenario.engine.model_copy(update={"stream": stream})})
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = before.ru_utime + before.ru_stime
     started = time.perf_counter()
     results = run_scenario(scenario)
     wall = time.perf_counter() - started
     n = int(results.summary["requests"].sum())
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime - cpu_before
     return {"requests": n, "stream": stream, "streamed": results.streamed, "wall_s": round(wall, 1),
-            "req_per_wall_s": round(n / wall), "peak_rss_mb": round(peak_kb / 1024), "events": sum(results.events.values())}
+            "req_per_wall_s": round(n / wall), "cpu_s": round(cpu, 1), "req_per_cpu_s": round(n / cpu),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024), "events": sum(results.events.values())}
 
 
 def main() -> None:
