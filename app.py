@@ -370,6 +370,8 @@ def downloads(results: Results) -> None:
     st.subheader("Downloads (the files `dcsim run --out` writes)")
     files = [("requests.csv", results.requests), ("pools.csv", results.pools),
              ("summary.csv", results.summary), ("fleets.csv", results.fleets)]
+    if results.streamed:  # the rows are in a Parquet file, not in memory
+        files = files[1:]
     columns = st.columns(len(files) + 2)
     for column, (name, df) in zip(columns, files):  # callables: the CSV is built on click
         column.download_button(name, lambda d=df: csv_bytes(d), file_name=name, mime="text/csv", key=f"dl-{name}")
@@ -387,6 +389,10 @@ def overview(results: Results, colors: dict) -> None:
 
 
 def latency(results: Results, colors: dict) -> None:
+    if results.streamed:
+        st.info("This run streamed its request rows to requests.parquet (engine.stream): no latency CDFs; "
+                "the summary's tails come from DDSketch (within 0.5 %).")
+        return
     log_x = st.toggle("log latency axis (tails)", key="cdf-log")
     for name, wl in results.scenario.workloads.items():
         slo = {f"{b}": getattr(wl.slo, b, None) for b in ("ttft_s", "tpot_s", "e2e_s")} if wl.slo else None

@@ -32,8 +32,13 @@ MAX_SPAN_S = 30 * 86400
 MAX_TOKENS = 10_000_000
 """Largest token count of any field or trace row."""
 """Most time-series samples one run takes ((duration_s + drain_s) / sample_interval_s)."""
-MAX_EXPECTED_REQUESTS = 2_000_000
-"""Most requests one run may expect (sum over workloads of peak rate × duration_s)."""
+MAX_EXPECTED_REQUESTS = 25_000_000
+"""Most requests one run may expect (sum over workloads of peak rate × duration_s). A
+streamed run (``engine.stream``) keeps no per-request rows, but the drawn demand arrays
+stay in memory (~40 bytes per request: 1 GB at this cap)."""
+MAX_IN_MEMORY_REQUESTS = 2_000_000
+"""Most requests a run with ``engine.stream: off`` may expect (one row per request in
+memory: ~1.5 GB of peak RSS per million requests)."""
 
 
 def loading_limits() -> dict[str, int]:
@@ -43,6 +48,7 @@ def loading_limits() -> dict[str, int]:
     return {"max_file_bytes": loader.MAX_FILE_BYTES, "max_nesting_depth": loader.MAX_DEPTH,
             "max_values_after_alias_expansion": loader.MAX_NODES, "max_integer": loader.INT64_MAX,
             "max_expected_requests": MAX_EXPECTED_REQUESTS,
+            "max_expected_requests_in_memory": MAX_IN_MEMORY_REQUESTS,
             "max_tokens": MAX_TOKENS}
 
 
@@ -314,6 +320,11 @@ class EngineConfig(_Strict):
         description="fast: a replica advances many iterations per SimPy event; "
         "exact: one event per iteration (for tests)",
     )
+    stream: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="stream request rows to Parquet and build the summary from accumulators and "
+        "DDSketch tails (bounded memory): on, off, or auto (on above 1,000,000 requests)",
+    )
 
 
 class Scenario(_Strict):
@@ -447,12 +458,15 @@ def _check_sizes(scenario: Scenario) -> None:
             peak = 1.0 + (diurnal.amplitude if diurnal else 0.0)
             expected[name] = wl.arrival.mean_rate_per_s * peak * scenario.duration_s
     total = sum(expected.values())
-    if total > MAX_EXPECTED_REQUESTS:
+    limit = MAX_IN_MEMORY_REQUESTS if scenario.engine.stream == "off" else MAX_EXPECTED_REQUESTS
+    if total > limit:
         worst = max(expected, key=expected.get)
+        advice = "; or set engine.stream: auto (or on)" if limit == MAX_IN_MEMORY_REQUESTS else ""
         raise ValueError(
             f"workloads.{worst}.arrival: the arrivals would generate about {total:,.0f} requests over "
             f"duration_s={scenario.duration_s:g} ({worst} alone {expected[worst]:,.0f}); the limit is "
-            f"{MAX_EXPECTED_REQUESTS:,} per run: lower the rates or duration_s, or split the study"
+            f"{limit:,} per run with engine.stream: {scenario.engine.stream}: lower the rates or duration_s, "
+            f"or split the study{advice}"
         )
 
 

@@ -7,13 +7,17 @@ and seed it is deterministic. A run:
 2. starts one arrival process per workload and one router per workload;
 3. runs until ``duration_s`` (arrivals stop), then drains for at most ``drain_s``;
 4. returns flat per-request and per-pool rows as DataFrames.
+
+Requests are objects only while in flight: each one's outcome becomes a row of NumPy
+columns when it finishes (:mod:`sim.engine.outcomes`). With a ``sink`` the rows are handed
+on in batches (completion order) instead of kept, so a run's memory does not grow with
+its request count (streaming, :mod:`sim.results.streaming`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Callable
 
 import numpy as np
@@ -24,6 +28,7 @@ from fleets.catalog import Catalog
 from fleets.catalog_io import load_catalog
 from sim.engine.demand import WorkloadDemand, generate_demand
 from sim.engine.journey import Handoffs, JourneyPlanner
+from sim.engine.outcomes import Outcomes
 from sim.engine.pools import Pool, build_pools, picture_shapes
 from sim.engine.replica_ar import ARReplica
 from sim.engine.replica_service import ServiceReplica
@@ -37,6 +42,7 @@ from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads, split_s
 from sim.engine.shapes import STAGE_CODES, picture_shape
 
 ProgressFn = Callable[[float, int], None]
+RowSink = Callable[[pd.DataFrame, pd.DataFrame], None]
 
 
 _REPLICA_TYPES = {"ar": ARReplica, "step": StepReplica, "service": ServiceReplica}
@@ -45,7 +51,8 @@ _REPLICA_TYPES = {"ar": ARReplica, "step": StepReplica, "service": ServiceReplic
 @dataclass
 class FleetRun:
     """What one fleet did: per-request rows, per-pool rows, the simulated end time and
-    the number of SimPy events processed."""
+    the number of SimPy events processed. ``streamed``: the request rows went to the
+    run's sink and ``requests`` / ``pool_shares`` are empty (with their columns)."""
 
     fleet: str
     requests: pd.DataFrame
@@ -55,6 +62,7 @@ class FleetRun:
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
     pool_shares: pd.DataFrame = field(default_factory=pd.DataFrame)
     pool_objects: list = field(default_factory=list, repr=False)
+    streamed: bool = False
 
 
 def simulate(
@@ -64,6 +72,7 @@ def simulate(
     demand: dict[str, WorkloadDemand] | None = None,
     catalog: Catalog | None = None,
     progress: ProgressFn | None = None,
+    sink: RowSink | None = None,
 ) -> FleetRun:
     """Run ``scenario``'s demand through one of its fleets.
 
@@ -73,6 +82,10 @@ def simulate(
         demand: pre-drawn demand (shared across fleets); drawn from the seed if None.
         catalog: accelerator/model catalog (the packaged one if None).
         progress: called as ``progress(sim_time_s, requests_finished)`` about 200 times.
+        sink: if given, ``sink(requests, pool_shares)`` receives the request rows in
+            batches of up to :data:`sim.engine.outcomes.CHUNK_ROWS` (completion order;
+            requests still in flight at the end come last, in id order) with the same
+            columns as ``FleetRun.requests`` / ``pool_shares``, and none are kept.
 
     Returns:
         FleetRun with ``requests`` (one row per request; status completed, rejected with
@@ -91,7 +104,6 @@ def simulate(
         cls = _REPLICA_TYPES[pool.family]
         pool.replicas = [cls(run, pool, i) for i in range(pool.config.replicas)]
     names = list(scenario.workloads)
-    requests: list[Request] = []
     shapes = picture_shapes(scenario, catalog)
     handoffs = Handoffs(run, {names.index(n): sh.latent_bytes for n, sh in shapes.items()})
     for pool in pools:
@@ -100,10 +112,15 @@ def simulate(
     first_id = 0
     served = set(fleet_workloads(scenario, fleet_cfg))
     total = run.outstanding = sum(len(demand[n]) for n in served)
+    frames = _Frames(names, scenario, pools, fleet_cfg.name)
+    outcomes = run.outcomes = Outcomes(
+        sum(len(demand[n]) for n in names),
+        None if sink is None else (lambda cols, shares: sink(frames.requests(cols), frames.shares(shares))),
+    )
     for w, name in enumerate(names):
         if name in served:
             entry = _entry(scenario, fleet_cfg, pools, w, name, shapes.get(name), routers, run, catalog)
-            _ArrivalFeed(run, w, first_id, demand[name], entry, scenario.workloads[name], requests)
+            _ArrivalFeed(run, w, first_id, demand[name], entry, scenario.workloads[name], outcomes)
         first_id += len(demand[name])
     run.env.process(_stop_arrivals(run, scenario.duration_s))
     interval = scenario.sample_interval_s or scenario.duration_s / SAMPLES_WINDOW
@@ -113,15 +130,22 @@ def simulate(
     for pool in pools:  # a drain that ran out leaves runs of iterations half done
         for replica in pool.replicas:
             replica.settle()
+    outcomes.finish_in_flight()
+    run.outcomes = None
+    if sink is None:
+        cols, shares = outcomes.columns()
+    else:
+        cols, shares = Outcomes(0).columns()
     return FleetRun(
         fleet=fleet_cfg.name,
-        requests=_requests_frame(requests, names, scenario, pools, fleet_cfg.name),
+        requests=frames.requests(cols),
         pools=_pools_frame(pools, fleet_cfg.name),
         end_s=run.env.now,
         events=events_processed(run.env),
         timeseries=sampler.frame(fleet_cfg.name),
-        pool_shares=_pool_shares_frame(requests, pools),
+        pool_shares=frames.shares(shares),
         pool_objects=pools,
+        streamed=sink is not None,
     )
 
 
@@ -172,12 +196,18 @@ def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run, catalog=Non
     return JourneyPlanner(wl, shape, by_stage, variants)
 
 
+FEED_WINDOW = 4096
+"""Arrivals converted to Python values at a time (lists of the whole demand would hold
+~150 bytes per request for the whole run)."""
+
+
 class _ArrivalFeed:
     """Creates workload ``w``'s requests at their arrival instants (ids ``first_id``,
     ``first_id`` + 1, …) and hands them to the router: one timeout per distinct arrival
-    instant, driven by callbacks (cheaper than a generator process)."""
+    instant, driven by callbacks (cheaper than a generator process). The demand arrays
+    are read :data:`FEED_WINDOW` arrivals at a time."""
 
-    def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, entry, workload, requests: list):
+    def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, entry, workload, outcomes: Outcomes):
         self.env = run.env
         self.w = w
         self.first_id = first_id
@@ -185,50 +215,60 @@ class _ArrivalFeed:
         self.router = None if self.planner else entry
         self.branches = getattr(workload, "best_of_k", 1)
         self.draws = d.draws
-        self.requests = requests
-        self.times = d.arrival_s.tolist()
-        self.prompt = d.prompt_tokens.tolist()
-        self.output = d.output_tokens.tolist()
-        self.steps = d.steps.tolist()
-        self.service = d.service_s.tolist()
-        self.images = d.images.tolist() if d.images is not None else None
-        self.cfg = d.cfg.tolist() if d.cfg is not None else None
-        self.i = 0
+        self.arrived = outcomes.arrived
+        self.d, self.total = d, len(d)
+        self._window(0)
         self.timer = Rearmable(self.env, self._arrive)
         if self.times:
             self._schedule()
+
+    def _window(self, start: int) -> None:
+        d, end = self.d, min(start + FEED_WINDOW, self.total)
+        self.base, self.i = start, 0
+        self.times = d.arrival_s[start:end].tolist()
+        self.prompt = d.prompt_tokens[start:end].tolist()
+        self.output = d.output_tokens[start:end].tolist()
+        self.steps = d.steps[start:end].tolist()
+        self.service = d.service_s[start:end].tolist()
+        self.images = d.images[start:end].tolist() if d.images is not None else None
+        self.cfg = d.cfg[start:end].tolist() if d.cfg is not None else None
 
     def _schedule(self) -> None:
         self.timer.arm(self.times[self.i] - self.env.now)
 
     def _arrive(self, _event) -> None:
-        now, times, n = self.env.now, self.times, len(self.times)
-        i = self.i
-        while i < n and times[i] <= now:
-            req = Request(
-                id=self.first_id + i,
-                workload=self.w,
-                arrival_at_s=times[i],
-                prompt_tokens=self.prompt[i],
-                output_tokens=self.output[i],
-                steps=self.steps[i],
-                service_s=self.service[i],
-                branches=self.branches,
-            )
-            self.requests.append(req)
-            if self.planner is None:
-                self.router.dispatch(req)
-            else:
-                if self.draws is not None:
-                    req.draws = tuple(map(tuple, self.draws[i].tolist()))
-                if self.images is not None:
-                    req.images, req.cfg = self.images[i], self.cfg[i]
-                req.journey = self.planner.plan(req)
-                req.journey[0][0].dispatch(req)
-            i += 1
-        self.i = i
-        if i < n:
-            self._schedule()
+        now = self.env.now
+        while True:
+            times, n, i, first = self.times, len(self.times), self.i, self.first_id + self.base
+            while i < n and times[i] <= now:
+                req = Request(
+                    id=first + i,
+                    workload=self.w,
+                    arrival_at_s=times[i],
+                    prompt_tokens=self.prompt[i],
+                    output_tokens=self.output[i],
+                    steps=self.steps[i],
+                    service_s=self.service[i],
+                    branches=self.branches,
+                )
+                self.arrived(req)
+                if self.planner is None:
+                    self.router.dispatch(req)
+                else:
+                    if self.draws is not None:
+                        req.draws = tuple(map(tuple, self.draws[self.base + i].tolist()))
+                    if self.images is not None:
+                        req.images, req.cfg = self.images[i], self.cfg[i]
+                    req.journey = self.planner.plan(req)
+                    req.journey[0][0].dispatch(req)
+                i += 1
+            self.i = i
+            if i < n:
+                self._schedule()
+                return
+            if self.base + n >= self.total:
+                return
+            self._window(self.base + n)
 
 
 SAMPLES_MAX = 2048  # instants kept per run; between SAMPLES_MAX / 2 and SAMPLES_MAX cover the span
@@ -321,19 +361,6 @@ def _occupancy(p: Pool) -> tuple[int, float]:
     return sum(r.busy for r in replicas), math.nan
 
 
-def _pool_shares_frame(requests: list[Request], pools: list[Pool]) -> pd.DataFrame:
-    """Replica-seconds per (request, pool) for requests whose journey crossed pools (the
-    others held only the pool in their ``pool`` column)."""
-    rows = []
-    for r in requests:
-        if r.pool_shares:
-            before = 0.0
-            for index, cumulative in r.pool_shares + ((r.cur_pool, r.share_s),):
-                rows.append((r.id, pools[index].name, cumulative - before))
-                before = cumulative
-    return pd.DataFrame(rows, columns=["request_id", "pool", "busy_share_s"])
-
-
 def _stop_arrivals(run: RunContext, duration_s: float):
     yield run.env.timeout(duration_s)
     run.arrivals_done = True
@@ -359,64 +386,66 @@ def _until(run: RunContext, t: float):
     return run.env.any_of([stop, run.drained])
 
 
-_REQUEST_FIELDS = (
-    "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s", "images",
-    "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
-    "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
-    "handoff_wait_s", "branches", "memory_wait_s",
-)
+class _Frames:
+    """Outcome columns (:mod:`sim.engine.outcomes`) to the request and pool-share tables."""
 
+    def __init__(self, names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> None:
+        self.names, self.scenario, self.fleet = names, scenario, fleet
+        self.kinds = np.array([scenario.workloads[n].kind for n in names], dtype=object)
+        self.pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
+        self.accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
+        self.status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
 
-def _requests_frame(requests: list[Request], names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> pd.DataFrame:
-    requests.sort(key=lambda r: r.id)
-    get = attrgetter(*_REQUEST_FIELDS)
-    raw = pd.DataFrame.from_records([get(r) for r in requests], columns=_REQUEST_FIELDS)
-    kinds = np.array([scenario.workloads[n].kind for n in names], dtype=object)
-    pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
-    accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
-    status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
-    w, pool = raw["workload"].to_numpy(dtype=np.int64), raw["pool"].to_numpy(dtype=np.int64)
-    df = pd.DataFrame(
-        {
-            "request_id": raw["id"],
-            "fleet": fleet,
-            "workload": pd.Categorical.from_codes(w, categories=names),
-            "kind": kinds[w],
-            "pool": pool_names[pool],
-            "accelerator": accel[pool],
-            "replica": raw["replica"],
-            "status": status_names[raw["status"].to_numpy(dtype=np.int64)],
-            "reject_reason": raw["reason"],
-            "arrival_at_s": raw["arrival_at_s"],
-            "admitted_at_s": raw["admitted_at_s"],
-            "first_token_at_s": raw["first_token_at_s"],
-            "done_at_s": raw["done_at_s"],
-            "prompt_tokens": raw["prompt_tokens"],
-            "output_tokens": raw["output_tokens"],
-            "steps": raw["steps"],
-            "images": raw["images"],
-            "sample_steps": raw["sample_steps"],
-            "denoiser_flops": raw["denoiser_flops"].astype(float),
-            "preemptions": raw["preemptions"],
-            "busy_share_s": raw["share_s"],
-            "verifier_calls": raw["verifier_calls"],
-            "handoffs": raw["handoffs"],
-            "handoff_s": raw["handoff_s"],
-            "handoff_wait_s": raw["handoff_wait_s"],
-            "branches": raw["branches"],
-            "memory_wait_s": raw["memory_wait_s"],
-        }
-    )
-    df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]
-    df["e2e_s"] = df["done_at_s"] - df["arrival_at_s"]
-    df["queue_s"] = df["admitted_at_s"] - df["arrival_at_s"]
-    streamed = df["kind"] == "autoregressive"
-    decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
-    df["tpot_s"] = ((df["done_at_s"] - df["first_token_at_s"]) / decode_tokens).where(streamed)
-    df.loc[~df["kind"].isin(["autoregressive", "diffusion_lm"]), "ttft_s"] = math.nan
-    df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(df["kind"].isin(["autoregressive", "diffusion_lm"]))
-    df["measured"] = (df["arrival_at_s"] >= scenario.warmup_s) & (df["arrival_at_s"] < scenario.duration_s)
-    return df
+    def shares(self, shares: dict) -> pd.DataFrame:
+        """Replica-seconds per (request, pool) for requests whose journey crossed pools
+        (the others held only the pool in their ``pool`` column)."""
+        return pd.DataFrame({"request_id": shares["request_id"], "pool": self.pool_names[shares["pool"]],
+                             "busy_share_s": shares["busy_share_s"]})
+
+    def requests(self, raw: dict) -> pd.DataFrame:
+        scenario = self.scenario
+        w, pool = raw["workload"], raw["pool"]
+        df = pd.DataFrame(
+            {
+                "request_id": raw["id"],
+                "fleet": self.fleet,
+                "workload": pd.Categorical.from_codes(w, categories=self.names),
+                "kind": self.kinds[w],
+                "pool": self.pool_names[pool],
+                "accelerator": self.accel[pool],
+                "replica": raw["replica"],
+                "status": self.status_names[raw["status"]],
+                "reject_reason": raw["reason"],
+                "arrival_at_s": raw["arrival_at_s"],
+                "admitted_at_s": raw["admitted_at_s"],
+                "first_token_at_s": raw["first_token_at_s"],
+                "done_at_s": raw["done_at_s"],
+                "prompt_tokens": raw["prompt_tokens"],
+                "output_tokens": raw["output_tokens"],
+                "steps": raw["steps"],
+                "images": raw["images"],
+                "sample_steps": raw["sample_steps"],
+                "denoiser_flops": raw["denoiser_flops"],
+                "preemptions": raw["preemptions"],
+                "busy_share_s": raw["share_s"],
+                "verifier_calls": raw["verifier_calls"],
+                "handoffs": raw["handoffs"],
+                "handoff_s": raw["handoff_s"],
+                "handoff_wait_s": raw["handoff_wait_s"],
+                "branches": raw["branches"],
+                "memory_wait_s": raw["memory_wait_s"],
+            }
+        )
+        df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]
+        df["e2e_s"] = df["done_at_s"] - df["arrival_at_s"]
+        df["queue_s"] = df["admitted_at_s"] - df["arrival_at_s"]
+        streamed = df["kind"] == "autoregressive"
+        decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
+        df["tpot_s"] = ((df["done_at_s"] - df["first_token_at_s"]) / decode_tokens).where(streamed)
+        df.loc[~df["kind"].isin(["autoregressive", "diffusion_lm"]), "ttft_s"] = math.nan
+        df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(df["kind"].isin(["autoregressive", "diffusion_lm"]))
+        df["measured"] = (df["arrival_at_s"] >= scenario.warmup_s) & (df["arrival_at_s"] < scenario.duration_s)
+        return df
 
 
 def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:

@@ -90,7 +90,7 @@ class Handoffs:
         req.status = COMPLETED
         req.done_at_s = self.env.now
         req.journey = None
-        self.run.request_finished()
+        self.run.request_finished(req)
 
 
 def transfer_s(source, target, bytes_moved: float) -> float:

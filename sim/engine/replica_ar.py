@@ -226,7 +226,7 @@ class ARReplica(TimerDriven, RouterFacing):
             req.done_at_s = now
             self.outstanding -= 1
             freed = True
-            self.run.request_finished()
+            self.run.request_finished(req)
         if freed:
             self._tell_watchers()
             for listener in self.listeners:

@@ -51,7 +51,7 @@ class ServiceReplica(RouterFacing):
         req.first_token_at_s = now
         req.share_s = req.service_s
         self.run.account(self.pool.stats, req.admitted_at_s, now, 0.0, 0.0, 0.0)
-        self.run.request_finished()
+        self.run.request_finished(req)
         if self.waiting:
             self._start(self.waiting.popleft())
         self._tell_watchers()

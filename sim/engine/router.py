@@ -183,7 +183,7 @@ class Router:
             return subset
         req.status = REJECTED
         req.reason = reasons[0]
-        self.run.request_finished()
+        self.run.request_finished(req)
         return None
 
     def _send(self, replica, req: Request) -> None:

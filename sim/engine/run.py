@@ -33,8 +33,9 @@ class PoolStats:
 
 
 class RunContext:
-    """Owns one run: ``env``, ``exact`` mode flag, the measurement window and a counter of
-    requests not yet finished (to stop draining early)."""
+    """Owns one run: ``env``, ``exact`` mode flag, the measurement window, a counter of
+    requests not yet finished (to stop draining early) and ``outcomes``, which records
+    each request when it finishes (:class:`sim.engine.outcomes.Outcomes`; None: not kept)."""
 
     def __init__(self, window_start_s: float, window_end_s: float, exact: bool) -> None:
         self.env = simpy.Environment()
@@ -44,8 +45,12 @@ class RunContext:
         self.outstanding = 0
         self.arrivals_done = False
         self.drained = self.env.event()
+        self.outcomes = None
 
-    def request_finished(self) -> None:
+    def request_finished(self, req) -> None:
+        """``req`` completed or was rejected: its outcome is final."""
+        if self.outcomes is not None:
+            self.outcomes.record(req)
         self.outstanding -= 1
         if self.outstanding == 0 and self.arrivals_done and not self.drained.triggered:
             self.drained.succeed()

@@ -164,6 +164,23 @@ COST_KEYS = (
 ).split()
 _COST_KEYS = COST_KEYS  # older name
 
+def cost_rates(pools: pd.DataFrame, end_s: float, totals: pd.Series) -> dict[str, pd.Series]:
+    """Per pool name, what one replica-second held costs for each column of
+    :func:`attribute_costs` (USD, or J for ``energy_j``): a loaded bill over [0, end_s]
+    divided by ``totals`` (replica-seconds held per pool), a marginal one per busy
+    replica-second. NaN where the pool has no such price (e.g. no rent price)."""
+    pool_rows = pools.set_index("pool")
+    replicas = pool_rows["replicas"].clip(lower=1)
+    rates = {}
+    for column, (bill, kind) in _BILLS.items():
+        if kind == "marginal":
+            rates[column] = pool_rows[bill] / replicas / 3600.0
+        else:
+            per_s = pool_rows[bill] / (1.0 if kind == "energy" else 3600.0)
+            rates[column] = (per_s * end_s / totals).reindex(pool_rows.index).fillna(0.0)
+    return rates
+
+
 # Request columns added by attribute_costs: column -> (pool bill column, kind)
 _BILLS = {
     "cost_own_usd": ("run_own_cost_usd_per_hour", "loaded"),
@@ -176,7 +193,7 @@ _BILLS = {
 
 def attribute_costs(
     requests: pd.DataFrame, pools: pd.DataFrame, end_s: float, pool_shares: pd.DataFrame | None = None,
-    ownership: str = "own",
+    ownership: str = "own", totals: pd.Series | None = None,
 ) -> pd.DataFrame:
     """Add per-request ``cost_usd`` (fully loaded), ``marginal_cost_usd`` (both under
     ``ownership``), their own/rent variants ``cost_own_usd``, ``cost_rent_usd``,
@@ -186,24 +203,20 @@ def attribute_costs(
     the replica-seconds its requests held: a request pays share × (bill ÷ total shares)
     on every pool it used (``pool_shares`` lists the requests whose journey crossed pools;
     the others used only their ``pool``). Requests never served cost nothing. The
-    marginal cost is share × busy-replica rate ÷ replicas.
+    marginal cost is share × busy-replica rate ÷ replicas. ``totals`` (replica-seconds
+    held per pool name over the whole run) is summed from ``requests`` if None; a
+    streaming run passes it to cost one batch of rows at a time.
     """
-    out = requests.copy()
+    out = requests.copy(deep=False)  # new columns only: the request columns stay shared
     multi = set() if pool_shares is None or pool_shares.empty else set(pool_shares["request_id"])
     single = (out["pool"] != "") & ~out["request_id"].isin(multi)
     shares = pd.concat(
         [out.loc[single, ["request_id", "pool", "busy_share_s"]], pool_shares if multi else None],
         ignore_index=True,
     )
-    pool_rows = pools.set_index("pool")
-    totals = shares.groupby("pool")["busy_share_s"].sum()
-    replicas = pool_rows["replicas"].clip(lower=1)
-    for column, (bill, kind) in _BILLS.items():
-        if kind == "marginal":
-            rate = pool_rows[bill] / replicas / 3600.0
-        else:
-            per_s = pool_rows[bill] / (1.0 if kind == "energy" else 3600.0)
-            rate = (per_s * end_s / totals).reindex(pool_rows.index).fillna(0.0)
+    if totals is None:
+        totals = shares.groupby("pool")["busy_share_s"].sum()
+    for column, rate in cost_rates(pools, end_s, totals).items():
         shares[column] = shares["busy_share_s"] * shares["pool"].map(rate)
     per_request = shares.groupby("request_id")[list(_BILLS)].sum(min_count=1)
     for column in _BILLS:

@@ -7,7 +7,9 @@ as it was; readers never see a half-written result directory.
 
 Files (units in column names):
 
-- ``requests.parquet``: one row per request and fleet (full float precision).
+- ``requests.parquet``: one row per request and fleet (full float precision). A streamed
+  run (:mod:`sim.results.streaming`) copies its file, written during the run: the same
+  columns, rows in completion order per fleet, one row group per batch.
 - ``pools.csv``, ``summary.csv``, ``fleets.csv``: floats written with
   :data:`FLOAT_FORMAT`, so the same scenario and seed give byte-identical files.
 - ``timeseries.parquet``: per fleet, pool and sampled instant, requests outstanding,
@@ -58,7 +60,10 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 def write_files(results: Results, directory: Path) -> None:
     """Write the output files (:data:`OUTPUT_FILES`) into an existing, empty ``directory``."""
-    write_parquet(results.requests, directory / "requests.parquet")
+    if results.requests_file is not None:
+        shutil.copyfile(results.requests_file, directory / "requests.parquet")
+    else:
+        write_parquet(results.requests, directory / "requests.parquet")
     write_csv(results.pools, directory / "pools.csv")
     write_csv(results.summary, directory / "summary.csv")
     write_csv(results.fleets, directory / "fleets.csv")

@@ -34,24 +34,29 @@ from sim.scenario import Scenario, fleet_workloads
 PERCENTILES = (50, 95, 99)
 
 
-def pool_table(run: FleetRun, scenario: Scenario) -> pd.DataFrame:
-    """Per-pool utilisation, capacity and cost rows (units in column names)."""
+def pool_table(run: FleetRun, scenario: Scenario, admitted: dict[str, int] | None = None) -> pd.DataFrame:
+    """Per-pool utilisation, capacity and cost rows (units in column names).
+
+    ``admitted`` maps a workload to its measured requests not rejected (counted from
+    ``run.requests`` if None; a streamed run passes its accumulated counts)."""
     window = scenario.duration_s - scenario.warmup_s
+    if admitted is None:
+        req = run.requests
+        kept = req[req["measured"] & (req["status"] != "rejected")]
+        admitted = {name: int(n) for name, n in kept["workload"].astype(str).value_counts().items()}
     rows = []
     for pool, raw in zip(run.pool_objects, run.pools.to_dict("records")):
         row = _pool_row(pool, raw, window, run.end_s, scenario)
-        row.update(_pool_saturation(run, pool, scenario))
+        row.update(_pool_saturation(run, pool, scenario, admitted))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _pool_saturation(run: FleetRun, pool, scenario: Scenario) -> dict:
+def _pool_saturation(run: FleetRun, pool, scenario: Scenario, admitted: dict[str, int]) -> dict:
     """Saturation columns (:mod:`sim.results.saturation`) of one pool, its backlog trend
     judged against the admitted arrival rate of the workloads it serves."""
     names = list(scenario.workloads)
-    served = [names[w] for w in pool.workloads]
-    req = run.requests
-    arrivals = (req["measured"] & (req["status"] != "rejected") & req["workload"].isin(served)).sum()
+    arrivals = sum(admitted.get(names[w], 0) for w in set(pool.workloads))
     window = scenario.duration_s - scenario.warmup_s
     series = run.timeseries[run.timeseries["pool"] == pool.name] if len(run.timeseries) else run.timeseries
     if series.empty:
@@ -122,10 +127,12 @@ def workload_summary(requests: pd.DataFrame, scenario: Scenario, end_s: dict[str
     rows = []
     for fleet in requests["fleet"].unique():
         fleet_cfg = next(f for f in scenario.fleets if f.name == fleet)
-        fr = requests[requests["fleet"] == fleet]
+        in_fleet = requests["fleet"] == fleet
+        fr = requests if in_fleet.all() else requests[in_fleet]  # a one-fleet run: no copy of every row
         end = (end_s or {}).get(fleet, float(np.nanmax(fr[["arrival_at_s", "done_at_s"]].to_numpy())))
         for name in fleet_workloads(scenario, fleet_cfg):
-            all_rows = fr[fr["workload"] == name]
+            of_workload = fr["workload"] == name
+            all_rows = fr if of_workload.all() else fr[of_workload]
             rows.append(_workload_row(fleet, name, all_rows, scenario, window, end))
     return pd.DataFrame(rows)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -12,6 +13,7 @@ from sim.engine.demand import generate_demand
 from sim.engine.core import FleetRun, simulate
 from sim.engine.pools import build_pools
 from sim.results.metrics import costed_requests, fleet_table, pool_table, workload_summary
+from sim.results.streaming import FleetStream, StreamSpool, assemble_streamed, use_streaming
 from sim.scenario import Scenario
 
 ProgressFactory = Callable[[str, float, int], Callable[[float, int], None]]
@@ -28,6 +30,8 @@ class Results:
     - ``events``: SimPy events processed per fleet (engine cost).
     - ``end_s``: simulated instant each fleet's run ended (costs cover [0, end_s]).
     - ``timeseries``: per pool, sampled outstanding/queued requests and busy time.
+    - ``requests_file``: a streamed run's request rows (Parquet, completion order per
+      fleet; ``requests`` is then empty): see :mod:`sim.results.streaming`.
     """
 
     scenario: Scenario
@@ -38,6 +42,12 @@ class Results:
     events: dict[str, int]
     end_s: dict[str, float]
     timeseries: pd.DataFrame
+    requests_file: Path | None = None
+    spool: Any = None  # keeps a streamed run's temporary directory alive
+
+    @property
+    def streamed(self) -> bool:
+        return self.requests_file is not None
 
 
 def check_fleets(scenario: Scenario) -> None:
@@ -62,11 +72,33 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
     if total == 0:
         raise UserError(f"no request arrives in duration_s={scenario.duration_s:g} s (seed {scenario.seed}) for "
                         f"workloads {list(scenario.workloads)}; raise an arrival rate or duration_s")
-    runs = []
+    stream = use_streaming(scenario, total)
+    spool = StreamSpool() if stream else None
+    runs, sinks = [], []
     for fleet in scenario.fleets:
         callback = progress(fleet.name, scenario.duration_s + scenario.drain_s, total) if progress else None
-        runs.append(simulate(scenario, fleet.name, demand=demand, progress=callback))
+        sink = FleetStream(scenario, fleet.name, spool.path) if stream else None
+        runs.append(simulate(scenario, fleet.name, demand=demand, progress=callback, sink=sink))
+        sinks.append(sink)
+    if stream:
+        return _assemble_streamed(scenario, runs, sinks, spool)
     return assemble_results(scenario, runs)
+
+
+def _assemble_streamed(scenario: Scenario, runs: list[FleetRun], sinks: list, spool) -> Results:
+    pools, summary, fleets, requests_file, empty = assemble_streamed(scenario, runs, sinks, spool)
+    return Results(
+        scenario=scenario,
+        requests=empty,
+        pools=pools,
+        summary=summary,
+        fleets=fleets,
+        events={r.fleet: r.events for r in runs},
+        end_s={r.fleet: r.end_s for r in runs},
+        timeseries=pd.concat([r.timeseries for r in runs], ignore_index=True),
+        requests_file=requests_file,
+        spool=spool,
+    )
 
 
 def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:

@@ -36,6 +36,12 @@ the union of the cells' sample instants, counts summed and memory fractions aver
 (:func:`_merge_series`); events are summed and the end time is the latest cell's. The
 latency tails, SLO attainment and costs are then computed from the merged rows exactly
 as for a whole run.
+
+**Streaming.** Cells merge their in-memory request rows, so a cell run refuses a scenario
+that would stream (``engine.stream: on``, or ``auto`` above
+:data:`sim.results.streaming.STREAM_AUTO_REQUESTS` requests) with a UserError; set
+``engine.stream: off``. (The streaming accumulators and sketches are mergeable, but
+merging them across cells is not built.)
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from sim.engine.core import FleetRun, simulate
 from sim.engine.demand import WorkloadDemand, generate_demand
 from sim.engine.pools import build_pools
 from sim.errors import UserError
+from sim.results.streaming import STREAM_AUTO_REQUESTS, use_streaming
 from sim.results.tables import Results, assemble_results, check_fleets
 from sim.scenario import Scenario, parse_scenario
 
@@ -183,6 +190,21 @@ def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return out[columns]
 
 
+def _refuse_streaming(scenario: Scenario) -> None:
+    """Cells are merged from their in-memory request rows; a run that would stream
+    (:func:`sim.results.streaming.use_streaming`) is refused rather than held whole."""
+    mode = scenario.engine.stream
+    if mode == "off":
+        return
+    total = sum(len(d) for d in generate_demand(scenario).values()) if mode == "auto" else 0
+    if use_streaming(scenario, total):
+        size = f" ({total:,} requests, more than {STREAM_AUTO_REQUESTS:,})" if mode == "auto" else ""
+        raise UserError(
+            f"engine.stream: {mode}: this run would stream{size}, but a cell run merges its cells' request "
+            f"rows in memory; set engine.stream: off (at most 2,000,000 requests) or run without --cells"
+        )
+
+
 def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
     """Every fleet of ``scenario`` run as ``cells`` cells and merged (module docstring).
 
@@ -192,9 +214,11 @@ def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
             cells one after another in this process.
 
     Raises:
-        UserError: ``cells`` does not divide a pool's replicas; a fleet cannot be built.
+        UserError: ``cells`` does not divide a pool's replicas; a fleet cannot be built;
+            the run would stream (``engine.stream``: cells merge in-memory rows).
     """
     check_fleets(scenario)
+    _refuse_streaming(scenario)
     data = scenario.model_dump(mode="json")
     tasks = []
     for fleet in scenario.fleets:

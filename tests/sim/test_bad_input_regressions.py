@@ -233,8 +233,15 @@ def test_trace_non_monotonic_rows_are_sorted_by_the_documented_rule(tmp_path):
 def test_arrivals_beyond_memory_refused_up_front(tmp_path):
     started = time.perf_counter()
     refused(tmp_path, with_(("workloads", "chat", "arrival", "rate_per_s"), 1e9), "workloads.chat.arrival",
-            "20,000,000,000 requests", "limit is 2,000,000")
+            "20,000,000,000 requests", "limit is 25,000,000")
     assert time.perf_counter() - started < 10
+
+
+def test_in_memory_runs_keep_the_lower_limit(tmp_path):
+    """engine.stream: off keeps one row per request in memory: 2,000,000 at most, and the
+    message says how to lift it."""
+    data = with_(("engine", "stream"), "off", with_(("workloads", "chat", "arrival", "rate_per_s"), 2e5))
+    refused(tmp_path, data, "limit is 2,000,000", "engine.stream: off", "set engine.stream: auto")
 
 
 def test_zero_request_run(tmp_path):
@@ -490,7 +497,8 @@ def test_schema_shows_the_limits(capsys):
     assert pool["replicas"]["maximum"] == 100_000
     assert schema["$defs"]["PoissonArrivals"]["properties"]["rate_per_s"]["maximum"] == 1e9
     assert schema["x-dcsim-limits"]["max_file_bytes"] == 2_000_000
-    assert schema["x-dcsim-limits"]["max_expected_requests"] == 2_000_000
+    assert schema["x-dcsim-limits"]["max_expected_requests"] == 25_000_000
+    assert schema["x-dcsim-limits"]["max_expected_requests_in_memory"] == 2_000_000
 
 
 # --- trace paths that are not files ------------------------------------------------------

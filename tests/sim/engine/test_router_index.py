@@ -77,7 +77,7 @@ class LinearRouter(Router):
             return ok
         req.status = REJECTED
         req.reason = reasons[0]
-        self.run.request_finished()
+        self.run.request_finished(req)
         return None
 
 
@@ -86,7 +86,7 @@ class FakeRun:
     def __init__(self) -> None:
         self.finished = 0
 
-    def request_finished(self) -> None:
+    def request_finished(self, req=None) -> None:
         self.finished += 1
 
 
