@@ -462,6 +462,7 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
                 "precision": p.config.precision,
                 "tp": p.config.tp,
                 "pp": p.config.pp,
+                "ep": p.config.ep,
                 "replicas": p.config.replicas,
                 "busy_s": s.busy_s,
                 "busy_total_s": s.busy_total_s,

@@ -152,7 +152,8 @@ def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tu
     layout = pool.layout
     if layout is None:
         return 0.0, 0.0
-    return activities(layout.accelerator, layout.precision, layout.tp * layout.pp, busy_s, flops, bytes_moved)
+    per_replica = max(layout.tp, layout.ep) * layout.pp  # an expert-parallel group spans ep accelerators
+    return activities(layout.accelerator, layout.precision, per_replica, busy_s, flops, bytes_moved)
 
 
 COST_KEYS = (

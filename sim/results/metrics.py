@@ -70,7 +70,7 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
     replica_window_s = window_s * replicas
     slots = pool.config.max_batch if pool.family == "service" else 1
     busy = raw["busy_s"] / (replica_window_s * slots)
-    row = {k: raw[k] for k in ("fleet", "pool", "accelerator", "model", "precision", "tp", "pp", "replicas")}
+    row = {k: raw[k] for k in ("fleet", "pool", "accelerator", "model", "precision", "tp", "pp", "ep", "replicas")}
     row["busy_fraction"] = busy
     if pool.perf is not None:
         perf, layout = pool.perf, pool.layout

@@ -210,7 +210,8 @@ def _count(n, noun: str) -> str:
 
 
 def _pool_row(p: pd.Series) -> list[str]:
-    shape = f"{int(p['replicas'])} × tp{int(p['tp'])}" + (f" pp{int(p['pp'])}" if int(p["pp"]) > 1 else "")
+    shape = (f"{int(p['replicas'])} × tp{int(p['tp'])}" + (f" pp{int(p['pp'])}" if int(p["pp"]) > 1 else "")
+             + (f" ep{int(p['ep'])}" if int(p.get("ep", 1)) > 1 else ""))
     return [
         str(p["pool"]), str(p["accelerator"]), str(p["model"]), str(p["precision"]), shape,
         percent(p["busy_fraction"]), percent(p.get("mfu")), percent(p.get("bandwidth_utilisation")),

@@ -63,7 +63,7 @@ from sim.scenario import Scenario, parse_scenario
 CELL_STREAM = 0xCE11
 MAX_CELLS = 4096
 _PEAK = "_peak_"
-_POOL_KEYS = ("fleet", "pool", "accelerator", "model", "family", "precision", "tp", "pp")
+_POOL_KEYS = ("fleet", "pool", "accelerator", "model", "family", "precision", "tp", "pp", "ep")
 
 
 @dataclass(frozen=True)

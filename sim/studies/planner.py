@@ -460,7 +460,8 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
 
 def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:
     fields = pool_fields(spec, workload, accelerator)
-    return int(fields.get("tp", 1)) * int(fields.get("pp", 1))
+    group = max(int(fields.get("tp", 1)), int(fields.get("ep", 1)))  # an EP group spans ep accelerators
+    return group * int(fields.get("pp", 1))
 
 
 def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanResult:

@@ -176,3 +176,27 @@ def test_an_ep_pool_runs_in_the_engine_and_counts_its_gpus():
     fast = run.requests
     for col in ("admitted_at_s", "first_token_at_s", "done_at_s"):
         assert (exact[col] - fast[col]).abs().max() < 1e-9  # fast stretches = per-iteration loop
+
+
+def test_an_ep_pool_is_costed_and_reported_over_its_ep_gpus():
+    """Power activities, pool rows and the text report see an EP replica as ep GPUs, not
+    tp: by hand, a_c = FLOP / (busy_s x peak x eta_c x 8) for tp=1, ep=8 on GB200."""
+    from sim.models.economics import pool_activities
+    from sim.results.report_text import run_report
+    from sim.results.tables import run_scenario
+    sc = make_scenario({"chat": {"kind": "autoregressive", "model": "mixtral-8x7b",
+                                 "arrival": {"kind": "poisson", "rate_per_s": 5.0},
+                                 "prompt_tokens": {"kind": "constant", "value": 200},
+                                 "output_tokens": {"kind": "constant", "value": 20}}},
+                       [{"name": "moe", "accelerator": "gb200", "serves": ["chat"], "replicas": 2, "tp": 1, "ep": 8}],
+                       duration_s=20)
+    pool = build_pools(sc, sc.fleets[0], CATALOG)[0]
+    acc = CATALOG.accelerator("gb200")
+    a_c, a_m = pool_activities(pool, 2.0, 1e15, 1e12)
+    precision = pool.layout.precision
+    assert a_c == pytest.approx(1e15 / (2.0 * acc.peak_flops(precision) * acc.compute_efficiency * 8))
+    assert a_m == pytest.approx(1e12 / (2.0 * acc.memory_bw_bytes_per_s * acc.bandwidth_efficiency * 8))
+    results = run_scenario(sc)
+    row = results.pools.iloc[0]
+    assert row["ep"] == 8 and row["accelerators"] == 16
+    assert "2 × tp1 ep8" in run_report(results)
