@@ -278,12 +278,11 @@ class _Sampler:
 
     @staticmethod
     def _pool_state(p: Pool, feeds: list[Router]) -> tuple:
-        replicas = p.replicas
+        """O(routers feeding ``p``), not O(replicas): the replicas keep the pool's totals."""
         central = sum(len(r.queue) for r in feeds)
-        running, memory = _occupancy(p)
         return (
-            sum(r.outstanding for r in replicas), sum(r.queued for r in replicas), central,
-            running, memory, p.stats.busy_total_s,
+            p.outstanding_total, p.queued_total, central, p.running_total, _memory_fraction(p),
+            p.stats.busy_total_s,
         )
 
     def frame(self, fleet: str) -> pd.DataFrame:
@@ -304,21 +303,20 @@ _COUNT_COLUMNS = ("outstanding", "queued", "central_queued", "running")
 TIMESERIES_COLUMNS = ("fleet", "t_s", "pool", *_STATE_COLUMNS)
 
 
-def _occupancy(p: Pool) -> tuple[int, float]:
-    """(batch in flight, fraction of the KV/activation memory in use) summed / averaged
-    over the pool's replicas. AR: running sequences and KV blocks (tokens held plus half
-    a block of paging slack, as of the replica's last batch change in fast mode) over the
-    KV capacity; step-batched: sample-width and reserved activation (+ diffusion-LM KV)
-    bytes over the memory left after weights; service: busy slots, no memory model."""
-    replicas = p.replicas
+def _memory_fraction(p: Pool) -> float:
+    """Fraction of the pool's KV/activation memory in use, from the totals its replicas
+    keep (O(1)). AR: KV tokens held plus half a block of paging slack per sequence (as of
+    the replica's last batch change in fast mode; ``ARReplica.kv_bytes_estimate``) over
+    the KV capacity; step-batched: reserved activation (+ diffusion-LM KV) bytes over the
+    memory left after weights; service: no memory model (NaN)."""
+    n = len(p.replicas)
     if p.family == "ar":
         cap = p.kv_capacity_blocks * p.config.kv_block_tokens * p.perf.kv_bytes_per_token
-        used = sum(r.kv_bytes_estimate(r.iters) for r in replicas)
-        return sum(r.n_running for r in replicas), used / (cap * len(replicas)) if cap else math.nan
+        used = p.kv_half_tokens_total / 2 * p.perf.kv_bytes_per_token
+        return used / (cap * n) if cap else math.nan
     if p.family == "step":
-        used = sum(r.reserved for r in replicas)
-        return sum(r.width for r in replicas), used / (p.free_bytes * len(replicas)) if p.free_bytes else math.nan
-    return sum(r.busy for r in replicas), math.nan
+        return p.reserved_total_bytes / (p.free_bytes * n) if p.free_bytes else math.nan
+    return math.nan
 
 
 def _pool_shares_frame(requests: list[Request], pools: list[Pool]) -> pd.DataFrame:

@@ -81,6 +81,8 @@ class ARReplica(TimerDriven, RouterFacing):
         self.cap_blocks = pool.kv_capacity_blocks
         self.watermark_blocks = math.ceil(cfg.kv_watermark * self.cap_blocks)
         self.block_bytes = self.block * self.perf.kv_bytes_per_token
+        self._kv_half_cap = 2 * self.cap_blocks * self.block
+        self._kv_half = 0  # this replica's part of pool.kv_half_tokens_total
         self.waiting: deque[Request] = deque()
         self.heap: list[tuple[int, int, Request]] = []
         self.order: list[tuple[int, Request]] = []
@@ -146,6 +148,18 @@ class ARReplica(TimerDriven, RouterFacing):
         tokens = self.sum_offsets + self.n_running * counter + self.n_running * (self.block - 1) / 2
         return min(tokens, self.cap_blocks * self.block) * self.perf.kv_bytes_per_token
 
+    def _kv_sync(self) -> None:
+        """Bring the pool's ``kv_half_tokens_total`` up to date after ``sum_offsets``,
+        ``n_running`` or ``iters`` changed: twice the tokens :meth:`kv_bytes_estimate`
+        counts at ``iters`` (an integer, so the pool total is exact in any order)."""
+        n = self.n_running
+        half = 2 * (self.sum_offsets + n * self.iters) + n * (self.block - 1)
+        if half > self._kv_half_cap:
+            half = self._kv_half_cap
+        if half != self._kv_half:
+            self.pool.kv_half_tokens_total += half - self._kv_half
+            self._kv_half = half
+
     def _kv_fit_iterations(self, limit: int, first: int) -> int:
         """How many of ``limit`` decode iterations from counter ``first`` the KV cache
         can hold."""
@@ -173,6 +187,7 @@ class ARReplica(TimerDriven, RouterFacing):
         self.sum_offsets += w * req.kv_offset
         self.residues[req.kv_offset % self.block] += w
         self.n_running += w
+        self.pool.running_total += w
         self._version += 1
         heapq.heappush(self.heap, (self.iters + req.output_tokens - req.generated, seq, req))
         self.order.append((seq, req))
@@ -182,6 +197,7 @@ class ARReplica(TimerDriven, RouterFacing):
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
         self.n_running -= w
+        self.pool.running_total -= w
         self._version += 1
         req.share_s += w * (self.acc - req.acc_mark)
         req.run_seq = -1
@@ -193,6 +209,9 @@ class ARReplica(TimerDriven, RouterFacing):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
+        pool = self.pool
+        pool.outstanding_total += 1
+        pool.queued_total += 1
         self._tell_watchers()
         if not self._busy:
             self._busy = True
@@ -225,9 +244,11 @@ class ARReplica(TimerDriven, RouterFacing):
             req.status = COMPLETED
             req.done_at_s = now
             self.outstanding -= 1
+            self.pool.outstanding_total -= 1
             freed = True
             self.run.request_finished()
         if freed:
+            self._kv_sync()
             self._tell_watchers()
             for listener in self.listeners:
                 listener.pull(self)
@@ -247,8 +268,10 @@ class ARReplica(TimerDriven, RouterFacing):
             self._remove_running(victim)
             victim.preemptions += 1
             self.waiting.appendleft(victim)
+            self.pool.queued_total += 1
             preempted = True
         if preempted:
+            self._kv_sync()
             self._tell_watchers()
         return preempted
 
@@ -277,6 +300,8 @@ class ARReplica(TimerDriven, RouterFacing):
             self._add_running(req, tokens)
             admitted.append(req)
         if admitted:
+            self.pool.queued_total -= len(admitted)
+            self._kv_sync()
             self._tell_watchers()
         return admitted
 
@@ -408,6 +433,7 @@ class ARReplica(TimerDriven, RouterFacing):
             context = self._seg_context0 + b * j0
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
+            self._kv_sync()
             self.acc += (self._end_at - self._decode_from) / b
             flops += decode_stretch_flops(perf, b, context, n)
             bytes_moved += decode_stretch_bytes(perf, b, context, n)
@@ -437,6 +463,7 @@ class ARReplica(TimerDriven, RouterFacing):
         t, flops, bytes_moved, tokens, hbm = self._mixed
         admitted, self._admitted = self._admitted, []
         self.iters += 1
+        self._kv_sync()
         self.acc += t / tokens
         for req in admitted:
             req.share_s += (req.prompt_tokens + req.generated) * t / tokens

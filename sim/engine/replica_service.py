@@ -27,14 +27,17 @@ class ServiceReplica(RouterFacing):
     def submit(self, req: Request) -> None:
         req.replica = self.index
         self.outstanding += 1
+        self.pool.outstanding_total += 1
         if self.busy < self.max_batch:
             self._start(req)
         else:
             self.waiting.append(req)
+            self.pool.queued_total += 1
         self._tell_watchers()
 
     def _start(self, req: Request) -> None:
         self.busy += 1
+        self.pool.running_total += 1
         req.admitted_at_s = self.env.now
         done = self.env.timeout(req.service_s)
         done.callbacks.append(lambda _event, req=req: self._finish(req))
@@ -46,6 +49,9 @@ class ServiceReplica(RouterFacing):
         now = self.env.now
         self.busy -= 1
         self.outstanding -= 1
+        pool = self.pool
+        pool.running_total -= 1
+        pool.outstanding_total -= 1
         req.status = COMPLETED
         req.done_at_s = now
         req.first_token_at_s = now
@@ -54,6 +60,7 @@ class ServiceReplica(RouterFacing):
         self.run.request_finished()
         if self.waiting:
             self._start(self.waiting.popleft())
+            pool.queued_total -= 1
         self._tell_watchers()
         for listener in self.listeners:
             listener.pull(self)

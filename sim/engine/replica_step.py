@@ -92,6 +92,9 @@ class StepReplica(TimerDriven, RouterFacing):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
+        pool = self.pool
+        pool.outstanding_total += 1
+        pool.queued_total += 1
         self._tell_watchers()
         if not self._busy:
             self._busy = True
@@ -109,6 +112,9 @@ class StepReplica(TimerDriven, RouterFacing):
         self.bytes += w * ph[BYTES]
         self.tokens += w * ph[TOKENS]
         self.reserved += w * ph[ACT]
+        pool = self.pool
+        pool.running_total += w
+        pool.reserved_total_bytes += w * ph[ACT]
         req.acc_mark = self.acc
         seq = next(self.seq)
         req.run_seq = seq
@@ -123,6 +129,9 @@ class StepReplica(TimerDriven, RouterFacing):
         self.bytes -= w * ph[BYTES]
         self.tokens -= w * ph[TOKENS]
         self.reserved -= w * ph[ACT]
+        pool = self.pool
+        pool.running_total -= w
+        pool.reserved_total_bytes -= w * ph[ACT]
         req.share_s += w * (self.acc - req.acc_mark)
         if ph[STAGE] == DENOISE:
             req.sample_steps += w * ph[STEPS]
@@ -148,13 +157,16 @@ class StepReplica(TimerDriven, RouterFacing):
         if not self.width:  # exact zero: no float residue between busy periods
             self.flops = self.bytes = self.tokens = 0.0
             if not self.members:
+                self.pool.reserved_total_bytes -= self.reserved  # the float residue, if any
                 self.reserved = 0.0
 
     def _leave(self, req: Request) -> None:
         self.members -= 1
         self.outstanding -= 1
+        self.pool.outstanding_total -= 1
         self._tell_watchers()
         self.reserved -= req.reserved_bytes
+        self.pool.reserved_total_bytes -= req.reserved_bytes
         req.phases = ()
         self.pool.finish_leg(req)
         for listener in self.listeners:
@@ -176,9 +188,11 @@ class StepReplica(TimerDriven, RouterFacing):
                 req.handoff_wait_s += now - req.leg_dispatched_at_s
             self.members += 1
             self.reserved += req.reserved_bytes
+            self.pool.reserved_total_bytes += req.reserved_bytes
             req.phase = _first(req)
             self._enter_phase(req)
         if len(self.waiting) != waiting:
+            self.pool.queued_total -= waiting - len(self.waiting)
             self._tell_watchers()
 
     # --- steps ---------------------------------------------------------------------
