@@ -59,3 +59,30 @@ def test_tp_group_larger_than_a_node_takes_whole_nodes():
 def test_power_of_two_groups_pack_to_the_lower_bound(groups):
     # sizes dividing the node size pack perfectly: ceil(total / 8) nodes
     assert pack_groups(H100, groups) == -(-sum(groups) // 8)
+
+
+def first_fit_decreasing_bins(d: int, groups: list[int]) -> int:
+    """The reference: first fit decreasing by a scan of every open bin."""
+    free: list[int] = []
+    for g in sorted(groups, reverse=True):
+        for i, room in enumerate(free):
+            if room >= g:
+                free[i] -= g
+                break
+        else:
+            free.append(d - g)
+    return len(free)
+
+
+@settings(max_examples=150, derandomize=True)
+@given(st.sampled_from(["h100-sxm", "gb200", "mi300x", "tpu-v6e"]), st.lists(st.integers(1, 80), max_size=300))
+def test_packing_matches_a_scan_of_every_open_bin(acc_key, groups):
+    """Any group sizes (not only powers of two, some larger than a node): the indexed first
+    fit opens exactly the bins the per-bin scan opens."""
+    acc = CATALOG.accelerator(acc_key)
+    per_node = acc.accelerators_per_node
+    d = max(1, min(acc.scaleup_domain_size, per_node))
+    bins_per_node = max(1, per_node // d)
+    small = [g for g in groups if g <= d]
+    whole = sum(-(-g // per_node) for g in groups if g > d)
+    assert pack_groups(acc, groups) == whole + -(-first_fit_decreasing_bins(d, small) // bins_per_node)
