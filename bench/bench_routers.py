@@ -25,6 +25,7 @@ at 4,096 replicas within 1.25x of 16 replicas, every router).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -86,6 +87,7 @@ def measure(tree: Path, replicas: int, router: str, args) -> dict:
     n = sum(len(d) for d in demand.values())
     cpu, events = [], 0
     for _ in range(args.repeats):
+        gc.collect()  # the previous repeat's garbage (cycles: replicas <-> pools) is not this run's cost
         c0 = time.process_time()
         run = simulate(scenario, 0, demand=demand)
         cpu.append(time.process_time() - c0)

@@ -68,6 +68,16 @@ class ARReplica(TimerDriven, RouterFacing):
         index: replica index within the pool.
     """
 
+    # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
+    __slots__ = (
+        "_admitted", "_anchor", "_blocks_key", "_blocks_value", "_busy", "_cuttable", "_decode_from",
+        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_on_timer_callbacks", "_priority",
+        "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start", "_timer",
+        "_version", "acc", "block", "block_bytes", "cap_blocks", "env", "heap", "index", "iters",
+        "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
+        "residues", "run", "seq", "sum_offsets", "waiting", "watchers", "watermark_blocks"
+    )
+
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
         self.env = run.env

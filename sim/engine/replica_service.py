@@ -11,6 +11,12 @@ from sim.engine.request import COMPLETED, Request, RouterFacing
 
 
 class ServiceReplica(RouterFacing):
+    # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
+    __slots__ = (
+        "busy", "env", "index", "listeners", "max_batch", "outstanding", "pool", "run", "waiting",
+        "watchers"
+    )
+
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
         self.env = run.env

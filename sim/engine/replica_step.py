@@ -41,6 +41,14 @@ from sim.engine.timer import TimerDriven, replica_priority
 class StepReplica(TimerDriven, RouterFacing):
     """One replica of a step-batched pool (see module docstring)."""
 
+    # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
+    __slots__ = (
+        "_anchor", "_busy", "_cuttable", "_j0", "_on_timer_callbacks", "_priority", "_seg_steps",
+        "_seg_version", "_start", "_step_s", "_steps", "_timer", "_version", "acc", "blocked", "bytes",
+        "env", "flops", "free_bytes", "heap", "index", "listeners", "max_batch", "members", "outstanding",
+        "perf", "pool", "reserved", "run", "seq", "steps_done", "tokens", "waiting", "watchers", "width"
+    )
+
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
         self.env = run.env

@@ -73,6 +73,8 @@ class TimerDriven:
     (:func:`replica_priority`) and ``self._on_timer_callbacks = (self._on_timer,)``, and
     implement ``_finish()`` and ``_boundary()``."""
 
+    __slots__ = ()
+
     def _start_timer_at(self, at_s: float) -> None:
         old = self._timer
         if old is not None:
