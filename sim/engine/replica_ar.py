@@ -56,7 +56,7 @@ from sim.models.perf import (
     decode_stretch_time_s,
 )
 from sim.engine.request import COMPLETED, Request, RouterFacing
-from sim.engine.timer import TimerDriven, replica_priority
+from sim.engine.timer import TimerDriven, replica_priority, stale_timers
 
 
 class ARReplica(TimerDriven, RouterFacing):
@@ -71,7 +71,7 @@ class ARReplica(TimerDriven, RouterFacing):
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
         "_admitted", "_anchor", "_blocks_key", "_blocks_value", "_busy", "_cuttable", "_decode_from",
-        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_on_timer_callbacks", "_priority",
+        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_on_timer_callbacks", "_priority", "_stale",
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start", "_timer",
         "_version", "acc", "block", "block_bytes", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
@@ -114,6 +114,7 @@ class ARReplica(TimerDriven, RouterFacing):
         # the iteration(s) in flight
         self._priority = replica_priority(pool.index, index)
         self._on_timer_callbacks = (self._on_timer,)
+        self._stale = stale_timers(self.env)
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)

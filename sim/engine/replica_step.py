@@ -35,7 +35,7 @@ from itertools import count
 
 from sim.engine.request import Request, RouterFacing
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, STAGE, STEPS, TOKENS, VERIFY, WIDTH
-from sim.engine.timer import TimerDriven, replica_priority
+from sim.engine.timer import TimerDriven, replica_priority, stale_timers
 
 
 class StepReplica(TimerDriven, RouterFacing):
@@ -43,7 +43,7 @@ class StepReplica(TimerDriven, RouterFacing):
 
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
-        "_anchor", "_busy", "_cuttable", "_j0", "_on_timer_callbacks", "_priority", "_seg_steps",
+        "_anchor", "_busy", "_cuttable", "_j0", "_on_timer_callbacks", "_priority", "_stale", "_seg_steps",
         "_seg_version", "_start", "_step_s", "_steps", "_timer", "_version", "acc", "blocked", "bytes",
         "env", "flops", "free_bytes", "heap", "index", "listeners", "max_batch", "members", "outstanding",
         "perf", "pool", "reserved", "run", "seq", "steps_done", "tokens", "waiting", "watchers", "width"
@@ -77,6 +77,7 @@ class StepReplica(TimerDriven, RouterFacing):
         self._cuttable = False
         self._priority = replica_priority(pool.index, index)
         self._on_timer_callbacks = (self._on_timer,)
+        self._stale = stale_timers(self.env)
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
