@@ -11,6 +11,7 @@ and seed it is deterministic. A run:
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -340,15 +341,32 @@ def _stop_arrivals(run: RunContext, duration_s: float):
 
 
 def _run(run: RunContext, scenario: Scenario, total: int, progress: ProgressFn | None) -> None:
+    """Run the event loop in 200 chunks of simulated time (progress is reported between).
+
+    Python's cyclic garbage collector is paused inside a chunk and collects the young
+    generations between chunks: the event loop makes almost no reference cycles
+    (measured: 9 to 45 cyclic objects per run, whatever the request count; everything
+    else is freed by reference counting), but the automatic collector kept re-scanning the
+    live requests and replicas, a cost that grew with the fleet (4,096 replicas: ~10 µs
+    per request, 16 replicas: ~3 µs). Cyclic garbage is still collected, once per chunk;
+    a caller that had the collector off keeps it off."""
     env = run.env
     end = scenario.duration_s + scenario.drain_s
     chunk = end / 200.0
     t = 0.0
-    while not run.drained.triggered and t < end:
-        t = min(t + chunk, end)
-        env.run(until=_until(run, t))
-        if progress is not None:
-            progress(env.now, total - run.outstanding)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        while not run.drained.triggered and t < end:
+            t = min(t + chunk, end)
+            env.run(until=_until(run, t))
+            if collecting:
+                gc.collect(1)
+            if progress is not None:
+                progress(env.now, total - run.outstanding)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _until(run: RunContext, t: float):

@@ -161,7 +161,8 @@ class ARReplica(TimerDriven, RouterFacing):
 
     def _kv_sync(self) -> None:
         """Bring the pool's ``kv_half_tokens_total`` up to date after ``sum_offsets``,
-        ``n_running`` or ``iters`` changed: twice the tokens :meth:`kv_bytes_estimate`
+        ``n_running`` or ``iters`` changed (called at the end of every boundary and of
+        :meth:`settle`, the only places they change; the sampler runs between): twice the tokens :meth:`kv_bytes_estimate`
         counts at ``iters`` (an integer, so the pool total is exact in any order)."""
         n = self.n_running
         half = 2 * (self.sum_offsets + n * self.iters) + n * (self.block - 1)
@@ -243,6 +244,7 @@ class ARReplica(TimerDriven, RouterFacing):
             self._begin(admitted)
         else:
             self._busy = False
+        self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
         heap, now, freed = self.heap, self.env.now, False
@@ -259,7 +261,6 @@ class ARReplica(TimerDriven, RouterFacing):
             freed = True
             self.run.request_finished()
         if freed:
-            self._kv_sync()
             self._tell_watchers()
             for listener in self.listeners:
                 listener.pull(self)
@@ -282,7 +283,6 @@ class ARReplica(TimerDriven, RouterFacing):
             self.pool.queued_total += 1
             preempted = True
         if preempted:
-            self._kv_sync()
             self._tell_watchers()
         return preempted
 
@@ -312,7 +312,6 @@ class ARReplica(TimerDriven, RouterFacing):
             admitted.append(req)
         if admitted:
             self.pool.queued_total -= len(admitted)
-            self._kv_sync()
             self._tell_watchers()
         return admitted
 
@@ -444,7 +443,6 @@ class ARReplica(TimerDriven, RouterFacing):
             context = self._seg_context0 + b * j0
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
-            self._kv_sync()
             self.acc += (self._end_at - self._decode_from) / b
             flops += decode_stretch_flops(perf, b, context, n)
             bytes_moved += decode_stretch_bytes(perf, b, context, n)
@@ -469,12 +467,12 @@ class ARReplica(TimerDriven, RouterFacing):
         self._timer = None
         self._end_at = self._boundary_at(j)
         self._finish(self._end_at)
+        self._kv_sync()
 
     def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed
         admitted, self._admitted = self._admitted, []
         self.iters += 1
-        self._kv_sync()
         self.acc += t / tokens
         for req in admitted:
             req.share_s += (req.prompt_tokens + req.generated) * t / tokens
