@@ -224,14 +224,17 @@ class ARReplica(TimerDriven, RouterFacing):
         pool = self.pool
         pool.outstanding_total += 1
         pool.queued_total += 1
-        self._tell_watchers()
+        for index, i in self.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
+            index.changed(i)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
-            need = -(-req.prompt_tokens // self.block) * req.branches
-            # an upper bound on free blocks keeps the cut test conservative (never misses)
-            free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+            block = self.block
+            need = -(-req.prompt_tokens // block) * req.branches
+            # an upper bound on free blocks keeps the cut test conservative (never misses):
+            # the lower bound of blocks_used_bounds(iters)
+            free = self.cap_blocks - math.ceil((self.sum_offsets + self.n_running * self.iters) / block)
             if need <= free - self.watermark_blocks:
                 self._cut()
 
@@ -270,7 +273,8 @@ class ARReplica(TimerDriven, RouterFacing):
     def _preempt_if_needed(self) -> bool:
         """Recompute-preempt the latest admitted sequences until the next iteration fits."""
         preempted = False
-        if self.blocks_used_bounds(self.iters)[1] <= self.cap_blocks:
+        n = self.n_running
+        if (self.sum_offsets + n * self.iters) / self.block + n <= self.cap_blocks:  # blocks_used_bounds [1]
             return False
         while len(self.order) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
             seq, victim = self.order.pop()
