@@ -17,11 +17,6 @@ machine disturb it less than wall time; figures are medians of ``--repeats`` run
 ``--tree`` runs another source tree (e.g. ``git archive <commit> | tar -x -C /tmp/old``
 with ``/tmp/shared`` -> the shared data) so before/after can be compared on one machine.
 
-``--no-pool-sampling`` replaces the time-series sampler's per-sample pool state (a sum
-over every replica, O(replicas) per sample, a few thousand samples per run) by zeros, so
-the figures show what the rest of the engine (routers, replicas, arrivals) costs; the
-events are the same. It is a diagnostic of this benchmark only.
-
 Printed per router and replica count: requests, µs of CPU per request, SimPy events per
 request, and the ratio of µs/request to the smallest replica count (target of issue 14:
 at 4,096 replicas within 1.25x of 16 replicas, every router).
@@ -30,6 +25,7 @@ at 4,096 replicas within 1.25x of 16 replicas, every router).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -91,6 +87,7 @@ def measure(tree: Path, replicas: int, router: str, args) -> dict:
     n = sum(len(d) for d in demand.values())
     cpu, events = [], 0
     for _ in range(args.repeats):
+        gc.collect()  # the previous repeat's garbage (cycles: replicas <-> pools) is not this run's cost
         c0 = time.process_time()
         run = simulate(scenario, 0, demand=demand)
         cpu.append(time.process_time() - c0)
@@ -107,7 +104,6 @@ def main(argv=None) -> int:
     p.add_argument("--per-replica-rate", type=float, default=100 / 64)
     p.add_argument("--replicas", type=int, nargs="+", default=[16, 256, 4096])
     p.add_argument("--routers", nargs="+", default=list(ROUTERS), choices=ROUTERS)
-    p.add_argument("--no-pool-sampling", action="store_true", help="zero the sampler's O(replicas) pool state")
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
     tree = args.tree.resolve()
@@ -115,11 +111,7 @@ def main(argv=None) -> int:
     import sim
 
     assert sim.__file__.startswith(str(tree)), sim.__file__
-    if args.no_pool_sampling:
-        import sim.engine.core as core
-
-        core._Sampler._pool_state = staticmethod(lambda p, feeds: (0, 0, 0, 0, 0.0, 0.0))  # noqa: SLF001
-    print(f"tree {tree}{' (pool sampling zeroed)' if args.no_pool_sampling else ''}: median CPU of {args.repeats} runs, ~{args.requests:,} requests, "
+    print(f"tree {tree}: median CPU of {args.repeats} runs, ~{args.requests:,} requests, "
           f"{args.per_replica_rate:.4g} req/s per replica")
     print(f"{'router':<20} {'replicas':>8} {'requests':>9} {'us/req':>8} {'events/req':>10} {'vs first':>8}")
     out: dict[str, dict] = {}

@@ -16,6 +16,7 @@ its request count (streaming, :mod:`sim.results.streaming`).
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -318,12 +319,11 @@ class _Sampler:
 
     @staticmethod
     def _pool_state(p: Pool, feeds: list[Router]) -> tuple:
-        replicas = p.replicas
+        """O(routers feeding ``p``), not O(replicas): the replicas keep the pool's totals."""
         central = sum(len(r.queue) for r in feeds)
-        running, memory = _occupancy(p)
         return (
-            sum(r.outstanding for r in replicas), sum(r.queued for r in replicas), central,
-            running, memory, p.stats.busy_total_s,
+            p.outstanding_total, p.queued_total, central, p.running_total, _memory_fraction(p),
+            p.stats.busy_total_s,
         )
 
     def frame(self, fleet: str) -> pd.DataFrame:
@@ -344,21 +344,20 @@ _COUNT_COLUMNS = ("outstanding", "queued", "central_queued", "running")
 TIMESERIES_COLUMNS = ("fleet", "t_s", "pool", *_STATE_COLUMNS)
 
 
-def _occupancy(p: Pool) -> tuple[int, float]:
-    """(batch in flight, fraction of the KV/activation memory in use) summed / averaged
-    over the pool's replicas. AR: running sequences and KV blocks (tokens held plus half
-    a block of paging slack, as of the replica's last batch change in fast mode) over the
-    KV capacity; step-batched: sample-width and reserved activation (+ diffusion-LM KV)
-    bytes over the memory left after weights; service: busy slots, no memory model."""
-    replicas = p.replicas
+def _memory_fraction(p: Pool) -> float:
+    """Fraction of the pool's KV/activation memory in use, from the totals its replicas
+    keep (O(1)). AR: KV tokens held plus half a block of paging slack per sequence (as of
+    the replica's last batch change in fast mode; ``ARReplica.kv_bytes_estimate``) over
+    the KV capacity; step-batched: reserved activation (+ diffusion-LM KV) bytes over the
+    memory left after weights; service: no memory model (NaN)."""
+    n = len(p.replicas)
     if p.family == "ar":
         cap = p.kv_capacity_blocks * p.config.kv_block_tokens * p.perf.kv_bytes_per_token
-        used = sum(r.kv_bytes_estimate(r.iters) for r in replicas)
-        return sum(r.n_running for r in replicas), used / (cap * len(replicas)) if cap else math.nan
+        used = p.kv_half_tokens_total / 2 * p.perf.kv_bytes_per_token
+        return used / (cap * n) if cap else math.nan
     if p.family == "step":
-        used = sum(r.reserved for r in replicas)
-        return sum(r.width for r in replicas), used / (p.free_bytes * len(replicas)) if p.free_bytes else math.nan
-    return sum(r.busy for r in replicas), math.nan
+        return p.reserved_total_bytes / (p.free_bytes * n) if p.free_bytes else math.nan
+    return math.nan
 
 
 def _stop_arrivals(run: RunContext, duration_s: float):
@@ -369,15 +368,32 @@ def _stop_arrivals(run: RunContext, duration_s: float):
 
 
 def _run(run: RunContext, scenario: Scenario, total: int, progress: ProgressFn | None) -> None:
+    """Run the event loop in 200 chunks of simulated time (progress is reported between).
+
+    Python's cyclic garbage collector is paused inside a chunk and collects the young
+    generations between chunks: the event loop makes almost no reference cycles
+    (measured: 9 to 45 cyclic objects per run, whatever the request count; everything
+    else is freed by reference counting), but the automatic collector kept re-scanning the
+    live requests and replicas, a cost that grew with the fleet (4,096 replicas: ~10 µs
+    per request, 16 replicas: ~3 µs). Cyclic garbage is still collected, once per chunk;
+    a caller that had the collector off keeps it off."""
     env = run.env
     end = scenario.duration_s + scenario.drain_s
     chunk = end / 200.0
     t = 0.0
-    while not run.drained.triggered and t < end:
-        t = min(t + chunk, end)
-        env.run(until=_until(run, t))
-        if progress is not None:
-            progress(env.now, total - run.outstanding)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        while not run.drained.triggered and t < end:
+            t = min(t + chunk, end)
+            env.run(until=_until(run, t))
+            if collecting:
+                gc.collect(1)
+            if progress is not None:
+                progress(env.now, total - run.outstanding)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _until(run: RunContext, t: float):

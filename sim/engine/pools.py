@@ -54,6 +54,13 @@ class Pool:
     stats: PoolStats = field(default_factory=PoolStats)
     replicas: list = field(default_factory=list)
     on_leg_done: Callable[[Request], None] | None = None
+    # running totals over the replicas, kept by the replicas as their state changes so the
+    # time-series sampler reads a pool in O(1), not O(replicas) (see sim.engine.core._Sampler)
+    outstanding_total: int = 0  # Σ replica.outstanding (queued + running requests)
+    queued_total: int = 0  # Σ len(replica.waiting)
+    running_total: int = 0  # Σ batch in flight: AR sequences, step sample-width, service busy slots
+    kv_half_tokens_total: int = 0  # AR: Σ 2 × the KV tokens of ARReplica.kv_bytes_estimate (an integer)
+    reserved_total_bytes: float = 0.0  # step: Σ replica.reserved (activation + diffusion-LM KV bytes)
 
     @property
     def name(self) -> str:

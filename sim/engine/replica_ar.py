@@ -56,7 +56,7 @@ from sim.models.perf import (
     decode_stretch_time_s,
 )
 from sim.engine.request import COMPLETED, Request, RouterFacing
-from sim.engine.timer import TimerDriven, replica_priority
+from sim.engine.timer import TimerDriven, replica_priority, stale_timers
 
 
 class ARReplica(TimerDriven, RouterFacing):
@@ -67,6 +67,16 @@ class ARReplica(TimerDriven, RouterFacing):
         pool: the owning pool runtime (perf model, config, KV capacity, stats).
         index: replica index within the pool.
     """
+
+    # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
+    __slots__ = (
+        "_admitted", "_anchor", "_blocks_key", "_blocks_value", "_busy", "_cuttable", "_decode_from",
+        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_on_timer_callbacks", "_priority", "_stale",
+        "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start", "_timer",
+        "_version", "acc", "block", "block_bytes", "cap_blocks", "env", "heap", "index", "iters",
+        "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
+        "residues", "run", "seq", "sum_offsets", "waiting", "watchers", "watermark_blocks"
+    )
 
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
@@ -81,6 +91,8 @@ class ARReplica(TimerDriven, RouterFacing):
         self.cap_blocks = pool.kv_capacity_blocks
         self.watermark_blocks = math.ceil(cfg.kv_watermark * self.cap_blocks)
         self.block_bytes = self.block * self.perf.kv_bytes_per_token
+        self._kv_half_cap = 2 * self.cap_blocks * self.block
+        self._kv_half = 0  # this replica's part of pool.kv_half_tokens_total
         self.waiting: deque[Request] = deque()
         self.heap: list[tuple[int, int, Request]] = []
         self.order: list[tuple[int, Request]] = []
@@ -102,6 +114,7 @@ class ARReplica(TimerDriven, RouterFacing):
         # the iteration(s) in flight
         self._priority = replica_priority(pool.index, index)
         self._on_timer_callbacks = (self._on_timer,)
+        self._stale = stale_timers(self.env)
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
@@ -146,6 +159,19 @@ class ARReplica(TimerDriven, RouterFacing):
         tokens = self.sum_offsets + self.n_running * counter + self.n_running * (self.block - 1) / 2
         return min(tokens, self.cap_blocks * self.block) * self.perf.kv_bytes_per_token
 
+    def _kv_sync(self) -> None:
+        """Bring the pool's ``kv_half_tokens_total`` up to date after ``sum_offsets``,
+        ``n_running`` or ``iters`` changed (called at the end of every boundary and of
+        :meth:`settle`, the only places they change; the sampler runs between): twice the tokens :meth:`kv_bytes_estimate`
+        counts at ``iters`` (an integer, so the pool total is exact in any order)."""
+        n = self.n_running
+        half = 2 * (self.sum_offsets + n * self.iters) + n * (self.block - 1)
+        if half > self._kv_half_cap:
+            half = self._kv_half_cap
+        if half != self._kv_half:
+            self.pool.kv_half_tokens_total += half - self._kv_half
+            self._kv_half = half
+
     def _kv_fit_iterations(self, limit: int, first: int) -> int:
         """How many of ``limit`` decode iterations from counter ``first`` the KV cache
         can hold."""
@@ -173,6 +199,7 @@ class ARReplica(TimerDriven, RouterFacing):
         self.sum_offsets += w * req.kv_offset
         self.residues[req.kv_offset % self.block] += w
         self.n_running += w
+        self.pool.running_total += w
         self._version += 1
         heapq.heappush(self.heap, (self.iters + req.output_tokens - req.generated, seq, req))
         self.order.append((seq, req))
@@ -182,6 +209,7 @@ class ARReplica(TimerDriven, RouterFacing):
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
         self.n_running -= w
+        self.pool.running_total -= w
         self._version += 1
         req.share_s += w * (self.acc - req.acc_mark)
         req.run_seq = -1
@@ -193,14 +221,20 @@ class ARReplica(TimerDriven, RouterFacing):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
-        self._tell_watchers()
+        pool = self.pool
+        pool.outstanding_total += 1
+        pool.queued_total += 1
+        for index, i in self.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
+            index.changed(i)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
         elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
-            need = -(-req.prompt_tokens // self.block) * req.branches
-            # an upper bound on free blocks keeps the cut test conservative (never misses)
-            free = self.cap_blocks - math.ceil(self.blocks_used_bounds(self.iters)[0])
+            block = self.block
+            need = -(-req.prompt_tokens // block) * req.branches
+            # an upper bound on free blocks keeps the cut test conservative (never misses):
+            # the lower bound of blocks_used_bounds(iters)
+            free = self.cap_blocks - math.ceil((self.sum_offsets + self.n_running * self.iters) / block)
             if need <= free - self.watermark_blocks:
                 self._cut()
 
@@ -213,6 +247,7 @@ class ARReplica(TimerDriven, RouterFacing):
             self._begin(admitted)
         else:
             self._busy = False
+        self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
         heap, now, freed = self.heap, self.env.now, False
@@ -225,6 +260,7 @@ class ARReplica(TimerDriven, RouterFacing):
             req.status = COMPLETED
             req.done_at_s = now
             self.outstanding -= 1
+            self.pool.outstanding_total -= 1
             freed = True
             self.run.request_finished(req)
         if freed:
@@ -237,7 +273,8 @@ class ARReplica(TimerDriven, RouterFacing):
     def _preempt_if_needed(self) -> bool:
         """Recompute-preempt the latest admitted sequences until the next iteration fits."""
         preempted = False
-        if self.blocks_used_bounds(self.iters)[1] <= self.cap_blocks:
+        n = self.n_running
+        if (self.sum_offsets + n * self.iters) / self.block + n <= self.cap_blocks:  # blocks_used_bounds [1]
             return False
         while len(self.order) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
             seq, victim = self.order.pop()
@@ -247,6 +284,7 @@ class ARReplica(TimerDriven, RouterFacing):
             self._remove_running(victim)
             victim.preemptions += 1
             self.waiting.appendleft(victim)
+            self.pool.queued_total += 1
             preempted = True
         if preempted:
             self._tell_watchers()
@@ -277,6 +315,7 @@ class ARReplica(TimerDriven, RouterFacing):
             self._add_running(req, tokens)
             admitted.append(req)
         if admitted:
+            self.pool.queued_total -= len(admitted)
             self._tell_watchers()
         return admitted
 
@@ -432,6 +471,7 @@ class ARReplica(TimerDriven, RouterFacing):
         self._timer = None
         self._end_at = self._boundary_at(j)
         self._finish(self._end_at)
+        self._kv_sync()
 
     def _finish_mixed(self, end: float) -> tuple[float, float, float]:
         t, flops, bytes_moved, tokens, hbm = self._mixed

@@ -11,6 +11,12 @@ from sim.engine.request import COMPLETED, Request, RouterFacing
 
 
 class ServiceReplica(RouterFacing):
+    # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
+    __slots__ = (
+        "busy", "env", "index", "listeners", "max_batch", "outstanding", "pool", "run", "waiting",
+        "watchers"
+    )
+
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
         self.env = run.env
@@ -27,14 +33,17 @@ class ServiceReplica(RouterFacing):
     def submit(self, req: Request) -> None:
         req.replica = self.index
         self.outstanding += 1
+        self.pool.outstanding_total += 1
         if self.busy < self.max_batch:
             self._start(req)
         else:
             self.waiting.append(req)
+            self.pool.queued_total += 1
         self._tell_watchers()
 
     def _start(self, req: Request) -> None:
         self.busy += 1
+        self.pool.running_total += 1
         req.admitted_at_s = self.env.now
         done = self.env.timeout(req.service_s)
         done.callbacks.append(lambda _event, req=req: self._finish(req))
@@ -46,6 +55,9 @@ class ServiceReplica(RouterFacing):
         now = self.env.now
         self.busy -= 1
         self.outstanding -= 1
+        pool = self.pool
+        pool.running_total -= 1
+        pool.outstanding_total -= 1
         req.status = COMPLETED
         req.done_at_s = now
         req.first_token_at_s = now
@@ -54,6 +66,7 @@ class ServiceReplica(RouterFacing):
         self.run.request_finished(req)
         if self.waiting:
             self._start(self.waiting.popleft())
+            pool.queued_total -= 1
         self._tell_watchers()
         for listener in self.listeners:
             listener.pull(self)

@@ -35,11 +35,20 @@ from itertools import count
 
 from sim.engine.request import Request, RouterFacing
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, STAGE, STEPS, TOKENS, VERIFY, WIDTH
-from sim.engine.timer import TimerDriven, replica_priority
+from sim.engine.timer import TimerDriven, replica_priority, stale_timers
 
 
 class StepReplica(TimerDriven, RouterFacing):
     """One replica of a step-batched pool (see module docstring)."""
+
+    # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
+    __slots__ = (
+        "_anchor", "_busy", "_cuttable", "_j0", "_on_timer_callbacks", "_priority", "_stale", "_seg_steps",
+        "_seg_version", "_start", "_step_bytes", "_step_s", "_steps", "_timer", "_version", "acc", "blocked",
+        "env", "flops", "free_bytes", "heap", "index", "kernels", "listeners", "max_batch", "members",
+        "outstanding", "perf", "pool", "reserved", "run", "seq", "stage_perfs", "steps_done", "waiting",
+        "watchers", "width"
+    )
 
     def __init__(self, run, pool, index: int) -> None:
         self.run = run
@@ -72,6 +81,7 @@ class StepReplica(TimerDriven, RouterFacing):
         self._cuttable = False
         self._priority = replica_priority(pool.index, index)
         self._on_timer_callbacks = (self._on_timer,)
+        self._stale = stale_timers(self.env)
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
@@ -95,6 +105,9 @@ class StepReplica(TimerDriven, RouterFacing):
         req.replica = self.index
         self.outstanding += 1
         self.waiting.append(req)
+        pool = self.pool
+        pool.outstanding_total += 1
+        pool.queued_total += 1
         self._tell_watchers()
         if not self._busy:
             self._busy = True
@@ -117,6 +130,9 @@ class StepReplica(TimerDriven, RouterFacing):
         g[2] += w * ph[BYTES]
         g[3] += w * ph[TOKENS]
         self.reserved += w * ph[ACT]
+        pool = self.pool
+        pool.running_total += w
+        pool.reserved_total_bytes += w * ph[ACT]
         req.acc_mark = self.acc
         seq = next(self.seq)
         req.run_seq = seq
@@ -137,6 +153,9 @@ class StepReplica(TimerDriven, RouterFacing):
         else:  # exact zero: no float residue
             del self.kernels[ph[KERNEL]]
         self.reserved -= w * ph[ACT]
+        pool = self.pool
+        pool.running_total -= w
+        pool.reserved_total_bytes -= w * ph[ACT]
         req.share_s += w * (self.acc - req.acc_mark)
         if ph[STAGE] == DENOISE:
             req.sample_steps += w * ph[STEPS]
@@ -162,13 +181,16 @@ class StepReplica(TimerDriven, RouterFacing):
         if not self.width:  # exact zero: no float residue between busy periods
             self.flops = 0.0
             if not self.members:
+                self.pool.reserved_total_bytes -= self.reserved  # the float residue, if any
                 self.reserved = 0.0
 
     def _leave(self, req: Request) -> None:
         self.members -= 1
         self.outstanding -= 1
+        self.pool.outstanding_total -= 1
         self._tell_watchers()
         self.reserved -= req.reserved_bytes
+        self.pool.reserved_total_bytes -= req.reserved_bytes
         req.phases = ()
         self.pool.finish_leg(req)
         for listener in self.listeners:
@@ -190,9 +212,11 @@ class StepReplica(TimerDriven, RouterFacing):
                 req.handoff_wait_s += now - req.leg_dispatched_at_s
             self.members += 1
             self.reserved += req.reserved_bytes
+            self.pool.reserved_total_bytes += req.reserved_bytes
             req.phase = _first(req)
             self._enter_phase(req)
         if len(self.waiting) != waiting:
+            self.pool.queued_total -= waiting - len(self.waiting)
             self._tell_watchers()
 
     # --- steps ---------------------------------------------------------------------

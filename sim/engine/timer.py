@@ -1,11 +1,16 @@
 """Timeout-driven replicas: the plumbing shared by every replica state machine.
 
 A replica acts on one pending timer at a time (``_timer``). To end its current work
-earlier it starts a new timer and cancels the superseded one: SimPy cannot take an event
-out of its queue, so the entry is still popped at its instant, but with its callbacks
-emptied nothing runs for it (before, the replica's callback ran and ignored it). When the current timer fires the
-replica finishes the work in flight (``_finish``) and decides what to do next at the
-boundary (``_boundary``).
+earlier it starts a new timer and cancels the superseded one. SimPy cannot take one event
+out of its queue, so a cancelled timer's entry stays there with its callbacks emptied;
+the cancelled entries are counted per environment (:class:`StaleTimers`) and, once they
+are at least a quarter of SimPy's queue, removed all at once (filter + heapify, O(queue), so
+O(1) amortised per cancellation): most are never popped at all, and
+:func:`sim.engine.run.events_processed` does not count the removed ones. Removing them
+changes no result: they run nothing, and every live entry keeps its unique
+``(instant, priority, eid)`` key, so the pop order is the same. When the current timer
+fires the replica finishes the work in flight (``_finish``) and decides what to do next
+at the boundary (``_boundary``).
 
 Timers are scheduled at an absolute instant (not ``now + delay``, whose rounding depends
 on when the timer was set) and with a priority of their own, so fast and exact mode
@@ -18,7 +23,7 @@ went to whichever had set its timer first, which differs between the modes.
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heapify, heappush
 
 from simpy.events import NORMAL, Event
 
@@ -32,20 +37,46 @@ def replica_priority(pool_index: int, replica_index: int) -> int:
 
 
 _CANCELLED = ()  # the callbacks of a cancelled timer: SimPy pops it and runs nothing
+PURGE_MIN = 16  # cancelled entries below which the queue is never filtered (a quarter of it above)
 
 
-class _At(Event):
-    """An event already triggered, due at an absolute instant (``Timeout`` takes a delay),
-    with the given callbacks (a tuple shared between a replica's timers: nothing appends
-    to them)."""
+class _At:
+    """A timer entry in SimPy's queue: all ``Environment.step`` reads of an event is its
+    ``callbacks`` (a tuple shared between a replica's timers: nothing appends to them)
+    and ``_ok``; a slotted object is cheaper to make than an ``Event`` with a __dict__."""
 
-    def __init__(self, env, at_s: float, priority: int, callbacks: tuple) -> None:
-        self.env = env
-        self.callbacks = callbacks
-        self._value = None
-        self._ok = True
-        # Environment.schedule adds the delay to now; an absolute instant needs the queue
-        heappush(env._queue, (at_s, priority, next(env._eid), self))  # noqa: SLF001
+    __slots__ = ("callbacks",)
+    _ok = True
+    _value = None
+
+
+class StaleTimers:
+    """Cancelled timers still in one environment's queue (``pending``) and those removed
+    from it so far (``purged``). One per environment: :func:`stale_timers`."""
+
+    __slots__ = ("pending", "purged")
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self.purged = 0
+
+
+def stale_timers(env) -> StaleTimers:
+    """The environment's :class:`StaleTimers` (made on first use)."""
+    stale = getattr(env, "dcsim_stale_timers", None)
+    if stale is None:
+        stale = env.dcsim_stale_timers = StaleTimers()
+    return stale
+
+
+def _purge(queue: list, stale: StaleTimers) -> None:
+    """Drop every cancelled entry from SimPy's queue (in place: ``Environment.step``
+    holds the list) and restore the heap."""
+    live = [entry for entry in queue if entry[3].callbacks is not _CANCELLED]
+    stale.purged += len(queue) - len(live)
+    stale.pending = 0
+    queue[:] = live
+    heapify(queue)
 
 
 class Rearmable(Event):
@@ -70,14 +101,26 @@ class Rearmable(Event):
 
 class TimerDriven:
     """Mixin: subclasses set ``self.env``, ``self._timer = None``, ``self._priority``
-    (:func:`replica_priority`) and ``self._on_timer_callbacks = (self._on_timer,)``, and
-    implement ``_finish()`` and ``_boundary()``."""
+    (:func:`replica_priority`), ``self._stale = stale_timers(env)`` and
+    ``self._on_timer_callbacks = (self._on_timer,)``, and implement ``_finish()`` and
+    ``_boundary()``."""
+
+    __slots__ = ()
 
     def _start_timer_at(self, at_s: float) -> None:
+        env = self.env
+        queue = env._queue  # noqa: SLF001 - an absolute instant needs the queue itself
         old = self._timer
         if old is not None:
             old.callbacks = _CANCELLED  # superseded by a cut
-        self._timer = _At(self.env, at_s, self._priority, self._on_timer_callbacks)
+            stale = self._stale
+            stale.pending += 1
+            if stale.pending >= PURGE_MIN and 4 * stale.pending >= len(queue):
+                _purge(queue, stale)
+        timer = _At()
+        timer.callbacks = self._on_timer_callbacks
+        heappush(queue, (at_s, self._priority, next(env._eid), timer))  # noqa: SLF001
+        self._timer = timer
 
     def _on_timer(self, timer) -> None:
         if timer is not self._timer:
