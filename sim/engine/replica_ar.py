@@ -50,8 +50,6 @@ from collections import deque
 from itertools import count
 
 from sim.models.perf import (
-    decode_stretch_bytes,
-    decode_stretch_flops,
     decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
@@ -240,9 +238,14 @@ class ARReplica(TimerDriven, RouterFacing):
 
     # --- iteration boundaries ------------------------------------------------------
     def _boundary(self) -> None:
-        self._finish_completed()
-        preempted = self._preempt_if_needed()
-        admitted = [] if preempted else self._admit()
+        # the cheap tests of _finish_completed / _preempt_if_needed / _admit first: most
+        # boundaries complete nothing, preempt nothing, or admit nothing
+        heap = self.heap
+        if heap and heap[0][0] <= self.iters:
+            self._finish_completed()
+        n = self.n_running
+        preempted = (self.sum_offsets + n * self.iters) / self.block + n > self.cap_blocks and self._preempt_if_needed()
+        admitted = [] if preempted or not self.waiting else self._admit()
         if admitted or self.n_running:
             self._begin(admitted)
         else:
@@ -264,7 +267,8 @@ class ARReplica(TimerDriven, RouterFacing):
             freed = True
             self.run.request_finished(req)
         if freed:
-            self._tell_watchers()
+            for index, i in self.watchers:  # _tell_watchers, inlined (once per completion)
+                index.changed(i)
             for listener in self.listeners:
                 listener.pull(self)
             if len(self.order) > 2 * self.n_running + 64:
@@ -316,7 +320,8 @@ class ARReplica(TimerDriven, RouterFacing):
             admitted.append(req)
         if admitted:
             self.pool.queued_total -= len(admitted)
-            self._tell_watchers()
+            for index, i in self.watchers:  # _tell_watchers, inlined (once per admission)
+                index.changed(i)
         return admitted
 
     def _head_fits(self, counter: int) -> bool:
@@ -448,8 +453,11 @@ class ARReplica(TimerDriven, RouterFacing):
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
             self.acc += (self._end_at - self._decode_from) / b
-            flops += decode_stretch_flops(perf, b, context, n)
-            bytes_moved += decode_stretch_bytes(perf, b, context, n)
+            # decode_stretch_flops + decode_stretch_bytes (same expressions), their shared
+            # Σ contexts computed once
+            contexts = n * context + b * n * (n - 1) / 2.0
+            flops += perf.linear_flops_per_token * b * n + perf.attn_flops_per_pair * contexts
+            bytes_moved += perf.weight_bytes_read(b) * n + perf.kv_bytes_per_token * contexts
         self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
 
     def settle(self) -> None:
