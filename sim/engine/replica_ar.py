@@ -299,7 +299,8 @@ class ARReplica(TimerDriven, RouterFacing):
         if not self.waiting:
             return admitted
         # exact block count only when the O(1) lower bound on free blocks is not enough
-        free = self.cap_blocks - math.floor(self.blocks_used_bounds(self.iters)[1]) - self.watermark_blocks
+        n = self.n_running  # the upper bound of blocks_used_bounds(iters), inlined (once per admission)
+        free = self.cap_blocks - math.floor((self.sum_offsets + n * self.iters) / self.block + n) - self.watermark_blocks
         exact = False
         budget = self.max_prefill_tokens
         while self.waiting and self.n_running + self.waiting[0].branches <= self.max_batch:
