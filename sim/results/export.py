@@ -66,7 +66,6 @@ def write_files(results: Results, directory: Path) -> None:
         shutil.copytree(results.requests_file, directory / "requests")
         for path in (directory / "requests").iterdir():
             path.chmod(FILE_MODE)
-        (directory / "requests").chmod(DIR_MODE)
     elif results.requests_file is not None:
         shutil.copyfile(results.requests_file, directory / "requests.parquet")
     else:
@@ -77,7 +76,7 @@ def write_files(results: Results, directory: Path) -> None:
     write_parquet(results.timeseries, directory / "timeseries.parquet")
     (directory / "scenario.yaml").write_text(scenario_to_yaml(results.scenario), encoding="utf-8")
     for path in directory.iterdir():
-        path.chmod(FILE_MODE)
+        path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)
     directory.chmod(DIR_MODE)
 
 

@@ -237,6 +237,8 @@ def test_streamed_cells_equal_in_memory_cells(tmp_path):
     assert 0 < streamed.summary["slo_misses"].sum() < streamed.summary["requests"].sum()
     out = write_results(streamed, tmp_path / "out")
     assert sorted(p.name for p in (out / "requests").iterdir()) == parts
+    assert (out / "requests").stat().st_mode & 0o777 == 0o755  # a directory others can list
+    assert {p.stat().st_mode & 0o777 for p in (out / "requests").iterdir()} == {0o644}
     assert len(pd.read_parquet(out / "requests")) == len(memory.requests)
 
 
