@@ -6,7 +6,8 @@ counts, sums and DDSketches. Every non-quantile summary column must agree (count
 exactly, float sums to 1e-9 relative: another summation order), the request rows must
 be the same rows, and each streamed quantile must lie within the sketch's relative
 accuracy α of the order statistic of rank ⌊q·(n−1)⌋ of the in-memory rows (numpy).
-Batches are made small (CHUNK_ROWS patched) so every run crosses many of them.
+Batches are made small (CHUNK_ROWS patched) so every run crosses many of them. Cell runs
+(sim/studies/cells.py) are checked the same way: streamed cells against in-memory cells.
 """
 
 from __future__ import annotations
@@ -240,6 +241,28 @@ def test_streamed_cells_equal_in_memory_cells(tmp_path):
     assert (out / "requests").stat().st_mode & 0o777 == 0o755  # a directory others can list
     assert {p.stat().st_mode & 0o777 for p in (out / "requests").iterdir()} == {0o644}
     assert len(pd.read_parquet(out / "requests")) == len(memory.requests)
+
+
+def test_streamed_cells_of_three_fleets_with_journeys_across_pools():
+    """search-verifier.yaml (three fleets; search requests also hold a verifier pool, so
+    pool-share rows cross the cell boundary's id mapping) as 2 cells: streamed equals
+    in memory, and there is one part per (fleet, cell)."""
+    from sim.scenario import parse_scenario
+    from sim.studies.cells import run_cells
+
+    data = load_scenario(os.path.join(REPO, "scenarios", "search-verifier.yaml")).model_dump(mode="json")
+    data.update(duration_s=60.0, warmup_s=5.0)
+    for fleet in data["fleets"]:
+        for pool in fleet["pools"]:
+            pool["replicas"] = 2 * pool["replicas"] if pool["name"] == "verify" else pool["replicas"]
+    scenario = parse_scenario(data, "search-verifier (2 verifiers)")
+    memory = run_cells(_with_stream(scenario, "off"), 2)
+    streamed = run_cells(_with_stream(scenario, "on"), 2)
+    assert memory.requests["handoffs"].sum() > 0 and len(memory.summary) == 3
+    assert sorted(p.name for p in streamed.requests_file.iterdir()) == [f"part-{k:05d}.parquet" for k in range(6)]
+    assert_same_summary(memory, streamed)
+    assert_same_rows(memory, streamed)
+    pd.testing.assert_frame_equal(memory.fleets, streamed.fleets, check_exact=False, rtol=1e-9)
 
 
 @settings(max_examples=6, deadline=None, derandomize=bool(os.environ.get("CI")),
