@@ -48,7 +48,8 @@ above and the streams (:meth:`~sim.results.streaming.FleetStream.merge`), and bu
 the summary from the merged accumulators. A second round of tasks, again on the
 workers, costs each cell's rows against the merged pool table into
 ``requests/part-KKKKK.parquet`` (``K = fleet index · cells + cell``, completion order
-within a part; a cell with no rows writes no part); ``Results.requests_file`` is that
+within a part; a cell with no rows writes no part; the cell's raw files are then
+removed); ``Results.requests_file`` is that
 ``requests/`` directory and ``dcsim run --out`` copies it as ``requests/`` (read it
 with ``pandas.read_parquet(directory)``). Every column of the summary equals the
 in-memory cell run's (float sums in another order, ~1e-12 relative) except the
@@ -191,8 +192,12 @@ class CostTask:
 
 
 def cost_cell(task: CostTask) -> int:
-    """Write ``task.stream``'s rows with their cost columns to ``task.path``; the rows."""
-    return write_costed(task.stream, task.pools, task.end_s, task.ownership, task.totals, Path(task.path))
+    """Write ``task.stream``'s rows with their cost columns to ``task.path``, then remove
+    the cell's raw files (the disk holds the rows about once); returns the rows."""
+    n = write_costed(task.stream, task.pools, task.end_s, task.ownership, task.totals, Path(task.path))
+    for raw in (task.stream.rows_path, task.stream.shares_path):
+        Path(raw).unlink(missing_ok=True)
+    return n
 
 
 def _offsets(demand: dict[str, WorkloadDemand]) -> list[int]:

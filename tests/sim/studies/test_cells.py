@@ -144,6 +144,8 @@ def test_streamed_cells_are_byte_identical_whatever_order_they_finish(tmp_path):
     assert output_bytes(threaded, tmp_path / "b") == want
     ids = pd.read_parquet(tmp_path / "a" / "requests")["request_id"]
     assert sorted(ids) == list(range(len(ids))) and len(ids) > 500
+    raw = [p for p in serial.spool.path.rglob("*.parquet") if p.parent.name != "requests"]
+    assert raw == []  # each cell's uncosted rows are removed once its part is written
 
 
 def test_merged_time_series_obeys_littles_law():
