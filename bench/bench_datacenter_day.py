@@ -21,15 +21,21 @@ capacity), so this measures the engine at datacenter size, not a capacity plan. 
 
 Each fleet is split into ``--cells`` cells (16: 144 chat + 64 image replicas each); every
 request goes to one cell, uniformly and independently (exact for Poisson arrivals, see
-``sim/studies/cells.py``). For each worker count the benchmark starts a fresh
-``LocalCluster`` (single-threaded worker processes, as ``dcsim run --cells N --dask local
---workers W``), runs the cells and merges them, then asks every worker its peak RSS.
+``sim/studies/cells.py``). The scenario streams (``engine.stream: on``): each cell streams
+its rows on its worker into a part file (``requests/part-KKKKK.parquet``) and returns only
+its accumulators, pool rows and time series, so the client merges no request rows. For
+each worker count the benchmark starts a fresh ``LocalCluster`` (single-threaded worker
+processes, as ``dcsim run --cells N --dask local --workers W``) in a fresh child process
+(so the client's peak RSS is its own), runs the cells, merges them, costs the parts on
+the workers, then asks every worker its peak RSS. ``--repeat R`` runs every worker count
+R times, alternating (1, 2, 1, 2, ...), and reports medians; each run records the 1-min
+load average (``os.getloadavg``, as ``uptime``) before and after it.
 
-Printed per worker count: wall seconds (cells + merge, cluster start excluded; and until
-the last cell's result arrived), requests,
-simulated requests per wall-second, SimPy events per request, peak RSS per worker and of
-this (client) process, and the speed-up of 2 workers over 1 (target >= 1.8x, on a quiet
-2-core machine). The same run from the command line::
+Printed per run and as medians per worker count: wall seconds (cells + merge + cost
+pass, cluster start excluded), seconds until the last cell's result arrived, requests,
+simulated requests per wall-second, SimPy events per request, peak RSS per worker and
+of the client process, load; then the speed-up of 2 workers over 1 (target >= 1.8x, on
+a quiet 2-core machine). The same run from the command line::
 
     python bench/bench_datacenter_day.py --write-scenario /tmp/dc-day.yaml
     dcsim run /tmp/dc-day.yaml --cells 16 --dask local --workers 2 --out /tmp/dc-day
@@ -39,7 +45,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -65,7 +74,7 @@ def scenario_data(scale: float, hours: float) -> dict:
         "duration_s": hours * 3600.0,
         "warmup_s": 0.0,
         "drain_s": 600.0,
-        "engine": {"mode": "fast"},
+        "engine": {"mode": "fast", "stream": "on"},
         "workloads": {
             "chat": {
                 "kind": "autoregressive",
@@ -112,11 +121,11 @@ def _peak_rss_mb() -> float:
 
 class _Timed:
     """Wraps an executor: remembers when the last cell's result arrived (the merge after
-    it runs in this process)."""
+    it runs in this process, then the cost round on the workers)."""
 
     def __init__(self, executor) -> None:
         self.executor = executor
-        self.last = 0.0
+        self.last = 0.0  # the last cell's result (the cost round of a streamed run is not counted)
 
     def submit(self, fn, arg):
         future = self.executor.submit(fn, arg)
@@ -125,23 +134,28 @@ class _Timed:
         class _Future:
             def result(self):
                 value = future.result()
-                outer.last = max(outer.last, time.perf_counter())
+                if fn.__name__ == "run_cell":
+                    outer.last = max(outer.last, time.perf_counter())
                 return value
 
         return _Future()
 
 
 def measure(scenario, cells: int, workers: int) -> dict:
+    import pyarrow.parquet as pq
+
     from sim.studies.cells import run_cells
     from sim.studies.sweep import DaskExecutor
 
     with DaskExecutor("local", workers) as executor:
         timed = _Timed(executor)
+        load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
         results = run_cells(scenario, cells, timed)
         wall = time.perf_counter() - t0
+        load_after = os.getloadavg()[0]
         worker_rss = executor.client.run(_peak_rss_mb)
-    n = len(results.requests)
+    n = sum(pq.ParquetFile(p).metadata.num_rows for p in results.requests_file.iterdir())
     events = sum(results.events.values())
     return {
         "workers": workers,
@@ -153,7 +167,24 @@ def measure(scenario, cells: int, workers: int) -> dict:
         "events_per_request": events / n,
         "peak_rss_mb_per_worker": sorted(worker_rss.values()),
         "peak_rss_mb_client": _peak_rss_mb(),
+        "load_1min_before": load_before,
+        "load_1min_after": load_after,
     }
+
+
+def _row(r: dict) -> str:
+    rss = " / ".join(f"{x:,.0f}" for x in r["peak_rss_mb_per_worker"])
+    return (f"{r['workers']:>7} {r['requests']:>10,} {r['wall_s']:>8.1f} {r['cells_wall_s']:>8.1f} "
+            f"{r['requests_per_wall_s']:>10,.0f} {r['events_per_request']:>10.2f} {rss:>22} "
+            f"{r['peak_rss_mb_client']:>9,.0f} {r['load_1min_before']:>5.2f}/{r['load_1min_after']:.2f}")
+
+
+def _in_child(args, workers: int) -> dict:
+    """One measurement in a fresh interpreter (its client peak RSS is its own)."""
+    cmd = [sys.executable, __file__, "--single", str(workers), "--scale", str(args.scale), "--hours",
+           str(args.hours), "--cells", str(args.cells)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -162,8 +193,10 @@ def main(argv=None) -> int:
     p.add_argument("--hours", type=float, default=24.0, help="arrival window (h)")
     p.add_argument("--cells", type=int, default=16, help="cells (must divide 2,304 and 1,024)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="LocalCluster sizes to compare")
+    p.add_argument("--repeat", type=int, default=1, help="runs per worker count, alternating; medians")
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--write-scenario", type=Path, help="write the scenario as YAML and exit")
+    p.add_argument("--single", type=int, help=argparse.SUPPRESS)  # one measurement, JSON on stdout
     args = p.parse_args(argv)
     data = scenario_data(args.scale, args.hours)
     if args.write_scenario:
@@ -172,26 +205,40 @@ def main(argv=None) -> int:
         args.write_scenario.write_text(yaml.safe_dump(data, sort_keys=False))
         print(f"wrote {args.write_scenario}")
         return 0
-    scenario = parse_scenario(data, "bench_datacenter_day")
+    if args.single is not None:
+        scenario = parse_scenario(data, "bench_datacenter_day")
+        print(json.dumps(measure(scenario, args.cells, args.single)))
+        return 0
     accelerators = CHAT_REPLICAS * CHAT_TP + IMAGE_REPLICAS
-    print(f"datacenter day: {accelerators:,} H100, {args.hours:g} h, scale {args.scale:g}, {args.cells} cells")
-    print(f"{'workers':>7} {'requests':>10} {'wall s':>8} {'cells s':>8} {'req/wall-s':>10} {'events/req':>10} "
-          f"{'peak RSS/worker MB':>22} {'client MB':>9}")
+    print(f"datacenter day: {accelerators:,} H100, {args.hours:g} h, scale {args.scale:g}, {args.cells} cells, "
+          f"streamed cells, {args.repeat} run(s) per worker count, alternating")
+    header = (f"{'workers':>7} {'requests':>10} {'wall s':>8} {'cells s':>8} {'req/wall-s':>10} {'events/req':>10} "
+              f"{'peak RSS/worker MB':>22} {'client MB':>9} {'load 1m before/after':>20}")
+    print(header)
     out = []
+    for _ in range(args.repeat):
+        for w in args.workers:
+            r = _in_child(args, w)
+            out.append(r)
+            print(_row(r), flush=True)
+    medians = {}
     for w in args.workers:
-        r = measure(scenario, args.cells, w)
-        out.append(r)
-        rss = " / ".join(f"{x:,.0f}" for x in r["peak_rss_mb_per_worker"])
-        print(f"{w:>7} {r['requests']:>10,} {r['wall_s']:>8.1f} {r['cells_wall_s']:>8.1f} {r['requests_per_wall_s']:>10,.0f} "
-              f"{r['events_per_request']:>10.2f} {rss:>22} {r['peak_rss_mb_client']:>9,.0f}", flush=True)
-    by = {r["workers"]: r for r in out}
-    if 1 in by and 2 in by:
-        speedup = by[1]["wall_s"] / by[2]["wall_s"]
-        cells_speedup = by[1]["cells_wall_s"] / by[2]["cells_wall_s"]
-        print(f"speed-up of 2 workers over 1: {speedup:.2f}x overall, {cells_speedup:.2f}x for the cells "
-              f"(the merge runs in this process; target >= {TARGET_SPEEDUP}x on a quiet 2-core machine)")
+        runs = [r for r in out if r["workers"] == w]
+        medians[w] = {k: statistics.median(r[k] for r in runs) for k in
+                      ("wall_s", "cells_wall_s", "requests_per_wall_s", "events_per_request", "peak_rss_mb_client",
+                       "load_1min_before", "load_1min_after")}
+        worst = [max(r["peak_rss_mb_per_worker"]) for r in runs]
+        print(f"median, {w} worker(s): wall {medians[w]['wall_s']:.1f} s, cells {medians[w]['cells_wall_s']:.1f} s, "
+              f"{medians[w]['requests_per_wall_s']:,.0f} req/wall-s, {medians[w]['events_per_request']:.2f} events/req, "
+              f"peak RSS per worker {statistics.median(worst):,.0f} MB, client {medians[w]['peak_rss_mb_client']:,.0f} MB, "
+              f"load {medians[w]['load_1min_before']:.2f} before / {medians[w]['load_1min_after']:.2f} after")
+    if 1 in medians and 2 in medians:
+        speedup = medians[1]["wall_s"] / medians[2]["wall_s"]
+        cells_speedup = medians[1]["cells_wall_s"] / medians[2]["cells_wall_s"]
+        print(f"speed-up of 2 workers over 1 (medians): {speedup:.2f}x overall, {cells_speedup:.2f}x until the last "
+              f"cell (target >= {TARGET_SPEEDUP}x on a quiet 2-core machine)")
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        args.json.write_text(json.dumps({"runs": out, "medians": medians}, indent=1) + "\n")
     return 0
 
 

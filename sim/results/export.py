@@ -9,7 +9,9 @@ Files (units in column names):
 
 - ``requests.parquet``: one row per request and fleet (full float precision). A streamed
   run (:mod:`sim.results.streaming`) copies its file, written during the run: the same
-  columns, rows in completion order per fleet, one row group per batch.
+  columns, rows in completion order per fleet, one row group per batch. A streamed cell
+  run (:mod:`sim.studies.cells`) writes a directory ``requests/`` instead, one
+  ``part-KKKKK.parquet`` per cell (``pandas.read_parquet`` reads the directory whole).
 - ``pools.csv``, ``summary.csv``, ``fleets.csv``: floats written with
   :data:`FLOAT_FORMAT`, so the same scenario and seed give byte-identical files.
 - ``timeseries.parquet``: per fleet, pool and sampled instant, requests outstanding,
@@ -60,7 +62,11 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 def write_files(results: Results, directory: Path) -> None:
     """Write the output files (:data:`OUTPUT_FILES`) into an existing, empty ``directory``."""
-    if results.requests_file is not None:
+    if results.requests_file is not None and results.requests_file.is_dir():  # streamed cells: one part per cell
+        shutil.copytree(results.requests_file, directory / "requests")
+        for path in (directory / "requests").iterdir():
+            path.chmod(FILE_MODE)
+    elif results.requests_file is not None:
         shutil.copyfile(results.requests_file, directory / "requests.parquet")
     else:
         write_parquet(results.requests, directory / "requests.parquet")
@@ -70,7 +76,7 @@ def write_files(results: Results, directory: Path) -> None:
     write_parquet(results.timeseries, directory / "timeseries.parquet")
     (directory / "scenario.yaml").write_text(scenario_to_yaml(results.scenario), encoding="utf-8")
     for path in directory.iterdir():
-        path.chmod(FILE_MODE)
+        path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)
     directory.chmod(DIR_MODE)
 
 
@@ -152,7 +158,7 @@ def check_replaceable(out_dir: Path) -> None:
         return
     if not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory; choose another path")
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in OUTPUT_FILES)
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in (*OUTPUT_FILES, "requests"))
     if foreign:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise UserError(

@@ -31,8 +31,15 @@ quantile is within α of the in-memory one (values are non-negative).
 **What streaming does not give.** ``Results.requests`` is an empty table with the request
 columns (the rows are in ``Results.requests_file``, in completion order per fleet, not
 in request-id order): the latency CDF charts of the HTML report and the dashboard, and
-the dashboard's requests download, need the in-memory path; cell runs
-(:mod:`sim.studies.cells`) refuse streaming.
+the dashboard's requests download, need the in-memory path.
+
+**Cells.** A cell run (:mod:`sim.studies.cells`) streams each cell on its worker into a
+:class:`FleetStream` of its own; the closed stream (accumulators, pool totals, the paths
+of its files: :meth:`FleetStream.__getstate__`) goes back to the client, which adds the
+cells' streams together (:meth:`FleetStream.merge`: counts and sums add, sketches merge
+bucket by bucket) and builds the summary with :func:`fleet_summary`. The accumulators
+do not depend on how the rows were split, so the streamed cell summary equals the
+in-memory cell summary as a streamed whole run equals an in-memory one.
 """
 
 from __future__ import annotations
@@ -387,17 +394,36 @@ class FleetStream:
 
     def close(self) -> None:
         for writer in (self.rows_writer, self.shares_writer):
-            if writer is not None:
+            if writer is not None and writer is not _WRITTEN:
                 writer.close()
 
-    def costed_batches(self, pools: pd.DataFrame, end_s: float, ownership: str):
-        """The rows again, one batch at a time, with their cost columns."""
+    def __getstate__(self) -> dict:
+        """A closed stream travels between processes (a cell's worker hands it to the
+        client): its writers stay behind, only whether they wrote anything goes."""
+        state = dict(self.__dict__)
+        for key in ("rows_writer", "shares_writer"):
+            state[key] = None if state[key] is None else _WRITTEN
+        return state
+
+    def merge(self, other: "FleetStream") -> None:
+        """Add ``other``'s accumulators and pool totals (another cell of the same fleet;
+        its files stay where they are)."""
+        for name, acc in self.workloads.items():
+            acc.merge(other.workloads[name])
+        self.pool_totals.update(other.pool_totals)
+        self.rows += other.rows
+
+    def costed_batches(self, pools: pd.DataFrame, end_s: float, ownership: str,
+                       totals: pd.Series | None = None):
+        """The rows again, one batch at a time, with their cost columns (``totals``:
+        replica-seconds per pool over the whole fleet; this stream's own if None)."""
         if self.rows_writer is None:
             return
         rows, shares = pq.ParquetFile(self.rows_path), None
         if self.shares_writer is not None:
             shares = pq.ParquetFile(self.shares_path)
-        totals = pd.Series(dict(self.pool_totals), dtype=float)
+        if totals is None:
+            totals = pd.Series(dict(self.pool_totals), dtype=float)
         k = 0
         for i, has_shares in enumerate(self.batches):
             batch = rows.read_row_group(i).to_pandas()
@@ -406,6 +432,34 @@ class FleetStream:
                 held = shares.read_row_group(k).to_pandas()
                 k += 1
             yield attribute_costs(batch, pools, end_s, held, ownership, totals)
+
+
+_WRITTEN = "written"  # a writer left behind in another process (FleetStream.__getstate__)
+
+
+def write_costed(stream: FleetStream, pools: pd.DataFrame, end_s: float, ownership: str,
+                 totals: pd.Series, path: Path) -> int:
+    """Cost ``stream``'s rows (:meth:`FleetStream.costed_batches`) into a new Parquet
+    file ``path``, one row group per batch; nothing is written for a stream without
+    rows. Returns the rows written."""
+    writer, n = None, 0
+    for batch in stream.costed_batches(pools, end_s, ownership, totals):
+        writer = _write(writer, path, batch)
+        n += len(batch)
+    if writer is not None:
+        writer.close()
+    return n
+
+
+def fleet_summary(scenario: Scenario, run: FleetRun, stream: FleetStream) -> tuple[pd.DataFrame, list[dict], pd.Series]:
+    """One streamed fleet's pool table, summary rows (one per workload, from the
+    accumulators) and replica-seconds per pool (the cost pass's ``totals``)."""
+    admitted = {name: acc.admitted() for name, acc in stream.workloads.items()}
+    table = pool_table(run, scenario, admitted)
+    totals = pd.Series(dict(stream.pool_totals), dtype=float)
+    rates = cost_rates(table, run.end_s, totals)
+    rows = [acc.row(run.fleet, run.end_s, rates, scenario.economics.ownership) for acc in stream.workloads.values()]
+    return table, rows, totals
 
 
 def _write(writer, path: Path, df: pd.DataFrame):
@@ -438,13 +492,9 @@ def assemble_streamed(scenario: Scenario, runs: list[FleetRun], streams: list[Fl
     empty = None
     for run, stream in zip(runs, streams):
         stream.close()
-        admitted = {name: acc.admitted() for name, acc in stream.workloads.items()}
-        table = pool_table(run, scenario, admitted)
+        table, rows, _ = fleet_summary(scenario, run, stream)
         pools.append(table)
-        totals = pd.Series(dict(stream.pool_totals), dtype=float)
-        rates = cost_rates(table, run.end_s, totals)
-        for name, acc in stream.workloads.items():
-            summary.append(acc.row(run.fleet, run.end_s, rates, ownership))
+        summary += rows
         for batch in stream.costed_batches(table, run.end_s, ownership):
             writer = _write(writer, final, batch)
         if empty is None:

@@ -37,17 +37,33 @@ the union of the cells' sample instants, counts summed and memory fractions aver
 latency tails, SLO attainment and costs are then computed from the merged rows exactly
 as for a whole run.
 
-**Streaming.** Cells merge their in-memory request rows, so a cell run refuses a scenario
-that would stream (``engine.stream: on``, or ``auto`` above
-:data:`sim.results.streaming.STREAM_AUTO_REQUESTS` requests) with a UserError; set
-``engine.stream: off``. (The streaming accumulators and sketches are mergeable, but
-merging them across cells is not built.)
+**Streaming.** When the run streams (``engine.stream: on``, or ``auto`` above
+:data:`sim.results.streaming.STREAM_AUTO_REQUESTS` requests of demand) no request row
+reaches the client. Each cell, on its worker, streams its rows (already given their
+global ids and replica indices) into a :class:`~sim.results.streaming.FleetStream` in
+a directory of its own under the run's spool (``cell-FFF-CCCCC/``) and returns only the
+closed stream (per-workload accumulators with their DDSketches, replica-seconds per
+pool), its pool rows and its time series. The client merges pools and time series as
+above and the streams (:meth:`~sim.results.streaming.FleetStream.merge`), and builds
+the summary from the merged accumulators. A second round of tasks, again on the
+workers, costs each cell's rows against the merged pool table into
+``requests/part-KKKKK.parquet`` (``K = fleet index · cells + cell``, completion order
+within a part; a cell with no rows writes no part; the cell's raw files are then
+removed); ``Results.requests_file`` is that
+``requests/`` directory and ``dcsim run --out`` copies it as ``requests/`` (read it
+with ``pandas.read_parquet(directory)``). Every column of the summary equals the
+in-memory cell run's (float sums in another order, ~1e-12 relative) except the
+quantiles, within the sketch's relative accuracy α = 0.5 %. The spool is a temporary
+directory of the client: the workers must share its filesystem (serial, process pool,
+``--dask local``, or a cluster on one shared filesystem).
 """
 
 from __future__ import annotations
 
+import copy
 import zlib
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -56,7 +72,9 @@ from sim.engine.core import FleetRun, simulate
 from sim.engine.demand import WorkloadDemand, generate_demand
 from sim.engine.pools import build_pools
 from sim.errors import UserError
-from sim.results.streaming import STREAM_AUTO_REQUESTS, use_streaming
+from sim.models.economics import attribute_costs
+from sim.results.metrics import fleet_table
+from sim.results.streaming import FleetStream, StreamSpool, fleet_summary, use_streaming, write_costed
 from sim.results.tables import Results, assemble_results, check_fleets
 from sim.scenario import Scenario, parse_scenario
 
@@ -75,10 +93,13 @@ class CellTask:
     fleet: str
     cells: int
     cell: int
+    spool: str | None = None  # streaming: the run's spool directory (module docstring)
+    fleet_index: int = 0
 
     @property
     def dask_key(self) -> str:
-        return f"dcsim-cell-{self.fleet}-{self.cell}-of-{self.cells}"
+        run = "" if self.spool is None else f"-{Path(self.spool).name}"  # a streamed run's own spool
+        return f"dcsim-cell-{self.fleet}-{self.cell}-of-{self.cells}{run}"
 
 
 def cell_scenario(scenario: Scenario, fleet: str, cells: int) -> Scenario:
@@ -116,25 +137,67 @@ def _thin(d: WorkloadDemand, keep: np.ndarray) -> WorkloadDemand:
         steps=d.steps[keep], service_s=d.service_s[keep], draws=None if d.draws is None else d.draws[keep])
 
 
-def run_cell(task: CellTask) -> FleetRun:
-    """Simulate one cell (pure: no file I/O) and give its rows global request ids and
-    replica indices."""
+def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
+    """Simulate one cell and give its rows global request ids and replica indices.
+
+    Returns the cell's FleetRun; when ``task.spool`` is set (streaming), the rows go to
+    files in the cell's own directory under it and (run with empty requests, closed
+    stream) is returned instead."""
     scenario = parse_scenario(task.scenario_data, task.source)
     demand = generate_demand(scenario)
     cells = cell_masks(scenario, demand, task.cells)
     local = cell_scenario(scenario, task.fleet, task.cells)
     kept = {name: np.flatnonzero(cells[name] == task.cell) for name in demand}
-    run = simulate(local, task.fleet, demand={n: _thin(d, kept[n]) for n, d in demand.items()})
     global_ids = np.concatenate([kept[n] + offset for n, offset in zip(demand, _offsets(demand))])
-    requests = run.requests.copy()
-    requests["request_id"] = global_ids[requests["request_id"].to_numpy()]
     per_cell = {p.name: p.replicas for p in local.fleets[0].pools}
-    shift = requests["pool"].map(per_cell).fillna(0).astype(np.int64) * task.cell
-    requests["replica"] = np.where(requests["replica"] >= 0, requests["replica"] + shift, requests["replica"])
-    shares = run.pool_shares.copy()
-    if len(shares):
-        shares["request_id"] = global_ids[shares["request_id"].to_numpy()]
-    return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares)
+
+    def globalise(requests: pd.DataFrame, shares: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        requests = requests.copy()
+        requests["request_id"] = global_ids[requests["request_id"].to_numpy()]
+        shift = requests["pool"].map(per_cell).fillna(0).astype(np.int64) * task.cell
+        requests["replica"] = np.where(requests["replica"] >= 0, requests["replica"] + shift, requests["replica"])
+        if len(shares):
+            shares = shares.copy()
+            shares["request_id"] = global_ids[shares["request_id"].to_numpy()]
+        return requests, shares
+
+    thinned = {n: _thin(d, kept[n]) for n, d in demand.items()}
+    if task.spool is None:
+        run = simulate(local, task.fleet, demand=thinned)
+        requests, shares = globalise(run.requests, run.pool_shares)
+        return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares)
+    directory = Path(task.spool) / f"cell-{task.fleet_index:03d}-{task.cell:05d}"
+    directory.mkdir()
+    stream = FleetStream(scenario, task.fleet, directory)
+    run = simulate(local, task.fleet, demand=thinned, sink=lambda r, s: stream(*globalise(r, s)))
+    stream.close()  # the pool objects (live SimPy state) stay on the worker
+    return FleetRun(run.fleet, run.requests, run.pools, run.end_s, run.events, run.timeseries, run.pool_shares,
+                    streamed=True), stream
+
+
+@dataclass(frozen=True)
+class CostTask:
+    """The second round of a streamed cell run: cost one cell's rows into its part."""
+
+    stream: FleetStream
+    pools: pd.DataFrame
+    end_s: float
+    ownership: str
+    totals: pd.Series
+    path: str
+
+    @property
+    def dask_key(self) -> str:
+        return f"dcsim-cost-{Path(self.path).parent.parent.name}-{Path(self.path).stem}"
+
+
+def cost_cell(task: CostTask) -> int:
+    """Write ``task.stream``'s rows with their cost columns to ``task.path``, then remove
+    the cell's raw files (the disk holds the rows about once); returns the rows."""
+    n = write_costed(task.stream, task.pools, task.end_s, task.ownership, task.totals, Path(task.path))
+    for raw in (task.stream.rows_path, task.stream.shares_path):
+        Path(raw).unlink(missing_ok=True)
+    return n
 
 
 def _offsets(demand: dict[str, WorkloadDemand]) -> list[int]:
@@ -190,45 +253,80 @@ def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return out[columns]
 
 
-def _refuse_streaming(scenario: Scenario) -> None:
-    """Cells are merged from their in-memory request rows; a run that would stream
-    (:func:`sim.results.streaming.use_streaming`) is refused rather than held whole."""
+def _streams(scenario: Scenario) -> bool:
+    """Whether this cell run streams (:func:`sim.results.streaming.use_streaming` on the
+    whole demand; ``auto`` draws the demand once here to count it)."""
     mode = scenario.engine.stream
-    if mode == "off":
-        return
-    total = sum(len(d) for d in generate_demand(scenario).values()) if mode == "auto" else 0
-    if use_streaming(scenario, total):
-        size = f" ({total:,} requests, more than {STREAM_AUTO_REQUESTS:,})" if mode == "auto" else ""
-        raise UserError(
-            f"engine.stream: {mode}: this run would stream{size}, but a cell run merges its cells' request "
-            f"rows in memory; set engine.stream: off (at most 2,000,000 requests) or run without --cells"
-        )
+    if mode != "auto":
+        return mode == "on"
+    return use_streaming(scenario, sum(len(d) for d in generate_demand(scenario).values()))
+
+
+def _map(executor, fn, tasks: list) -> list:
+    if executor is None:
+        return [fn(t) for t in tasks]
+    futures = [executor.submit(fn, t) for t in tasks]
+    return [f.result() for f in futures]
 
 
 def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
-    """Every fleet of ``scenario`` run as ``cells`` cells and merged (module docstring).
+    """Every fleet of ``scenario`` run as ``cells`` cells and merged (module docstring);
+    streamed (rows in ``Results.requests_file``, a directory of parts) when the
+    scenario's ``engine.stream`` says so.
 
     Args:
         executor: an object with ``submit(fn, task)`` returning futures with
             ``result()`` (see :func:`sim.studies.sweep.make_executor`); None runs the
-            cells one after another in this process.
+            cells one after another in this process. Streaming: its workers must see
+            this process's temporary directory.
 
     Raises:
-        UserError: ``cells`` does not divide a pool's replicas; a fleet cannot be built;
-            the run would stream (``engine.stream``: cells merge in-memory rows).
+        UserError: ``cells`` does not divide a pool's replicas; a fleet cannot be built.
     """
     check_fleets(scenario)
-    _refuse_streaming(scenario)
     data = scenario.model_dump(mode="json")
-    tasks = []
     for fleet in scenario.fleets:
         cell_scenario(scenario, fleet.name, cells)  # refuse before any work is sent
-        tasks += [CellTask(data, scenario.name, fleet.name, cells, c) for c in range(cells)]
-    if executor is None:
-        outcomes = [run_cell(t) for t in tasks]
-    else:
-        futures = [executor.submit(run_cell, t) for t in tasks]
-        outcomes = [f.result() for f in futures]
-    runs = [merge_cells(outcomes[i * cells:(i + 1) * cells], build_pools(scenario, fleet))
-            for i, fleet in enumerate(scenario.fleets)]
-    return assemble_results(scenario, runs)
+    spool = StreamSpool() if _streams(scenario) else None
+    tasks = [CellTask(data, scenario.name, fleet.name, cells, c, None if spool is None else str(spool.path), i)
+             for i, fleet in enumerate(scenario.fleets) for c in range(cells)]
+    outcomes = _map(executor, run_cell, tasks)
+    per_fleet = [outcomes[i * cells:(i + 1) * cells] for i in range(len(scenario.fleets))]
+    if spool is None:
+        runs = [merge_cells(own, build_pools(scenario, fleet)) for own, fleet in zip(per_fleet, scenario.fleets)]
+        return assemble_results(scenario, runs)
+    return _assemble_streamed_cells(scenario, cells, per_fleet, spool, executor)
+
+
+def _assemble_streamed_cells(scenario: Scenario, cells: int, per_fleet: list, spool: StreamSpool,
+                             executor) -> Results:
+    """Merge the streamed cells' runs and streams per fleet, then cost every cell's rows
+    into its part file on the workers (module docstring, *Streaming*)."""
+    ownership = scenario.economics.ownership
+    parts = spool.path / "requests"
+    parts.mkdir()
+    runs, pools, summary, costs, empty = [], [], [], [], None
+    for i, (own, fleet) in enumerate(zip(per_fleet, scenario.fleets)):
+        run = merge_cells([r for r, _ in own], build_pools(scenario, fleet))
+        merged = copy.deepcopy(own[0][1])  # cell 0's own stream still goes to its cost task
+        for _, stream in own[1:]:
+            merged.merge(stream)
+        table, rows, totals = fleet_summary(scenario, run, merged)
+        runs.append(run)
+        pools.append(table)
+        summary += rows
+        costs += [CostTask(stream, table, run.end_s, ownership, totals, str(parts / f"part-{i * cells + c:05d}.parquet"))
+                  for c, (_, stream) in enumerate(own)]
+        if empty is None:
+            empty = attribute_costs(run.requests, table, run.end_s, run.pool_shares, ownership)
+    _map(executor, cost_cell, costs)
+    pools_df = pd.concat(pools, ignore_index=True)
+    summary_df = pd.DataFrame(summary)
+    return Results(
+        scenario=scenario, requests=empty, pools=pools_df, summary=summary_df,
+        fleets=fleet_table(pools_df, summary_df, scenario.economics),
+        events={r.fleet: r.events for r in runs}, end_s={r.fleet: r.end_s for r in runs},
+        timeseries=pd.concat([r.timeseries for r in runs], ignore_index=True),
+        requests_file=parts, spool=spool,
+    )
+

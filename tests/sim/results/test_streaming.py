@@ -6,7 +6,8 @@ counts, sums and DDSketches. Every non-quantile summary column must agree (count
 exactly, float sums to 1e-9 relative: another summation order), the request rows must
 be the same rows, and each streamed quantile must lie within the sketch's relative
 accuracy α of the order statistic of rank ⌊q·(n−1)⌋ of the in-memory rows (numpy).
-Batches are made small (CHUNK_ROWS patched) so every run crosses many of them.
+Batches are made small (CHUNK_ROWS patched) so every run crosses many of them. Cell runs
+(sim/studies/cells.py) are checked the same way: streamed cells against in-memory cells.
 """
 
 from __future__ import annotations
@@ -205,12 +206,63 @@ def test_sketch_quantiles_within_relative_accuracy_of_order_statistics():
     assert math.isnan(sketch_percentile(new_sketch(), 99))
 
 
-def test_cells_refuse_streaming():
+def test_streamed_cells_equal_in_memory_cells(tmp_path):
+    """A 4-cell run streamed (rows to one part per cell on the workers, accumulators
+    merged in the client) against the same 4 cells in memory: the summary as for a whole
+    run (exact columns equal, quantiles within α of numpy on the in-memory rows), the
+    parts together hold exactly the in-memory rows, and pools / time series are the same
+    frames. Two workloads on two pools, so accumulators merge per workload."""
     from sim.studies.cells import run_cells
 
-    scenario = _with_stream(_chat(2.0, 2, duration_s=10.0), "on")
-    with pytest.raises(UserError, match="engine.stream"):
-        run_cells(scenario, 2)
+    workloads = {name: {"kind": "autoregressive", "model": "llama-3-8b",
+                        "arrival": {"kind": "poisson", "rate_per_s": rate},
+                        "prompt_tokens": {"kind": "lognormal", "median": 600, "sigma": 0.8},
+                        "output_tokens": {"kind": "lognormal", "median": 150, "sigma": 0.8},
+                        "slo": {"ttft_s": 0.05, "tpot_s": 0.05}}
+                 for name, rate in (("chat", 14.0), ("batch", 5.0))}
+    pools = [ar_pool(name="chat", serves=["chat"], replicas=4, max_batch=16),
+             ar_pool(name="batch", serves=["batch"], replicas=4, max_batch=16)]
+    scenario = make_scenario(workloads, pools, duration_s=60.0, warmup_s=5.0, seed=7)
+    memory = run_cells(_with_stream(scenario, "off"), 4)
+    streamed = run_cells(_with_stream(scenario, "on"), 4)
+    assert not memory.streamed and streamed.streamed
+    assert streamed.requests_file.is_dir()
+    parts = sorted(p.name for p in streamed.requests_file.iterdir())
+    assert parts == [f"part-{c:05d}.parquet" for c in range(4)]
+    assert_same_summary(memory, streamed)
+    assert_same_rows(memory, streamed)
+    for name in ("pools", "timeseries"):
+        pd.testing.assert_frame_equal(getattr(memory, name), getattr(streamed, name), check_exact=False, rtol=1e-12)
+    assert memory.events == streamed.events and memory.end_s == streamed.end_s
+    # the SLO is tight enough that both miss and meet counts are exercised
+    assert 0 < streamed.summary["slo_misses"].sum() < streamed.summary["requests"].sum()
+    out = write_results(streamed, tmp_path / "out")
+    assert sorted(p.name for p in (out / "requests").iterdir()) == parts
+    assert (out / "requests").stat().st_mode & 0o777 == 0o755  # a directory others can list
+    assert {p.stat().st_mode & 0o777 for p in (out / "requests").iterdir()} == {0o644}
+    assert len(pd.read_parquet(out / "requests")) == len(memory.requests)
+
+
+def test_streamed_cells_of_three_fleets_with_journeys_across_pools():
+    """search-verifier.yaml (three fleets; search requests also hold a verifier pool, so
+    pool-share rows cross the cell boundary's id mapping) as 2 cells: streamed equals
+    in memory, and there is one part per (fleet, cell)."""
+    from sim.scenario import parse_scenario
+    from sim.studies.cells import run_cells
+
+    data = load_scenario(os.path.join(REPO, "scenarios", "search-verifier.yaml")).model_dump(mode="json")
+    data.update(duration_s=60.0, warmup_s=5.0)
+    for fleet in data["fleets"]:
+        for pool in fleet["pools"]:
+            pool["replicas"] = 2 * pool["replicas"] if pool["name"] == "verify" else pool["replicas"]
+    scenario = parse_scenario(data, "search-verifier (2 verifiers)")
+    memory = run_cells(_with_stream(scenario, "off"), 2)
+    streamed = run_cells(_with_stream(scenario, "on"), 2)
+    assert memory.requests["handoffs"].sum() > 0 and len(memory.summary) == 3
+    assert sorted(p.name for p in streamed.requests_file.iterdir()) == [f"part-{k:05d}.parquet" for k in range(6)]
+    assert_same_summary(memory, streamed)
+    assert_same_rows(memory, streamed)
+    pd.testing.assert_frame_equal(memory.fleets, streamed.fleets, check_exact=False, rtol=1e-9)
 
 
 @settings(max_examples=6, deadline=None, derandomize=bool(os.environ.get("CI")),
