@@ -273,7 +273,8 @@ def bad_sweep(draw, directory: Path):
         data["grid"][field] = ["__BAD__"]
         expected = [f"grid.{field}"]
     elif how == "grid_path":
-        field = "workloads." + draw(words) + ".arrival.rate_per_s"
+        # "zz-" prefix: a drawn word such as "search" must not name a real workload
+        field = "workloads.zz-" + draw(words) + ".arrival.rate_per_s"
         data["grid"][field] = [1.0]
         expected = [field]
     elif how == "seeds":
