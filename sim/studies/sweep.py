@@ -181,6 +181,7 @@ class DaskExecutor(SerialExecutor):
                 self.client = Client(address, timeout="20s")
             except (OSError, TimeoutError) as err:
                 raise UserError(f"--dask {address}: cannot connect to a Dask scheduler ({err})") from None
+            ship_overlay(self.client)
         self.slots = max(1, sum(self.client.nthreads().values()))
 
     def __exit__(self, *exc) -> None:
@@ -195,6 +196,62 @@ class DaskExecutor(SerialExecutor):
         from distributed import as_completed
 
         return as_completed(futures)
+
+
+OVERLAY_PLUGIN = "dcsim-catalog-overlay"
+
+
+def _install_overlay(text: str) -> str:
+    """Write a ``--catalog`` overlay's ``text`` to this process's temp directory and name it
+    in the environment (:data:`fleets.catalog_io.OVERLAY_ENV`), so default catalog loads
+    here apply it; returns the path."""
+    import hashlib
+    import tempfile
+
+    from fleets.catalog_io import OVERLAY_ENV
+
+    path = Path(tempfile.gettempdir()) / f"dcsim-catalog-overlay-{hashlib.sha256(text.encode()).hexdigest()[:16]}.csv"
+    path.write_text(text, encoding="utf-8")
+    os.environ[OVERLAY_ENV] = str(path)
+    return str(path)
+
+
+def _drop_overlay() -> None:
+    """Stop applying a ``--catalog`` overlay in this process (a module function: a bound
+    ``os.environ.pop`` would be pickled with a copy of the environment)."""
+    from fleets.catalog_io import OVERLAY_ENV
+
+    os.environ.pop(OVERLAY_ENV, None)
+
+
+def ship_overlay(client) -> None:
+    """Give every worker of a remote Dask cluster, present and future, this process's
+    ``--catalog`` overlay: its text, installed by a worker plugin (:func:`_install_overlay`),
+    since remote workers share neither this environment nor, necessarily, this filesystem.
+    Without an overlay, one that an earlier client left on the workers is removed. Workers
+    started by this process (``--dask local``, process pools) inherit the environment."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    from fleets.catalog_io import OVERLAY_ENV
+
+    class OverlayPlugin(WorkerPlugin):
+        name = OVERLAY_PLUGIN
+
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def setup(self, worker) -> None:
+            _install_overlay(self.text)
+
+    overlay = os.environ.get(OVERLAY_ENV, "")
+    if overlay:
+        client.register_plugin(OverlayPlugin(Path(overlay).read_text(encoding="utf-8")), name=OVERLAY_PLUGIN)
+        return
+    try:
+        client.unregister_worker_plugin(OVERLAY_PLUGIN)
+    except ValueError:  # none registered
+        pass
+    client.run(_drop_overlay)
 
 
 DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
