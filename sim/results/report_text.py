@@ -258,14 +258,18 @@ def _band_line(pools: pd.DataFrame) -> str:
             f"not measured; dcsim catalog)")
 
 
-def fleet_table(fleet: pd.Series, pools: pd.DataFrame) -> str:
-    """One fleet: hardware and money on top, then a row per pool."""
+def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own") -> str:
+    """One fleet: hardware and money on top, then a row per pool. Under ``ownership:
+    rent`` the fleet has no capex (the purchase price is shown as what buying would cost)
+    and opex is the rent."""
+    renting = ownership == "rent"
+    capex = (f"none: rented (buying would cost {usd(fleet['capex_usd'])})" if renting else usd(fleet["capex_usd"]))
     lines = [
         f"Fleet {fleet['fleet']}",
         f"  accelerators   {fleet['accelerators'] or MISSING}  ({_count(fleet['nodes'], 'node')}, "
         f"{_count(fleet['racks'], 'rack')}, {_count(fleet.get('empty_slots', 0), 'empty slot')})",
-        f"  capex          {usd(fleet['capex_usd'])}",
-        f"  opex           {usd(fleet['opex_usd_per_month'])}/month",
+        f"  capex          {capex}",
+        f"  opex           {usd(fleet['opex_usd_per_month'])}/month" + (" (rent)" if renting else ""),
         f"  IT power       {human(fleet['it_power_max_kw'])} kW max, {human(fleet['it_power_avg_kw'])} kW average",
         *_energy_lines(fleet),
         f"  perf model     {_band_line(pools)}",
@@ -306,7 +310,8 @@ def run_report(results: Results) -> str:
         else:
             parts.append(workload_table(name, g))
     for _, fleet in results.fleets.iterrows():
-        parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]]))
+        parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]],
+                                 sc.economics.ownership))
     return "\n\n".join(parts) + "\n"
 
 

@@ -111,6 +111,11 @@ def test_rent_bills_accelerator_hours_from_the_gpu_rental_rows():
     done = req[req["status"] == "completed"]
     assert done["marginal_cost_rent_usd"].sum() == pytest.approx(done["busy_share_s"].sum() * rates["mi300x"] / 3600, rel=1e-9)
     assert row["cost_per_request_own_usd"] > 0
+    # the text report: a rented fleet has no capex and its opex is the rent (3 GPUs x rate x 730 h)
+    from sim.results.report_text import run_report, usd
+    text = run_report(results)
+    assert "capex          none: rented (buying would cost $" in text
+    assert f"opex           {usd(3 * rates['mi300x'] * 8760 / 12)}/month (rent)" in text
 
 
 def test_rent_override_and_missing_rental_price():
