@@ -354,7 +354,7 @@ def kpi_cards(results: Results, colors: dict) -> None:
     for first in range(0, len(rows), CARDS_PER_ROW):
         columns = st.columns(CARDS_PER_ROW)
         for column, (_, fleet) in zip(columns, rows[first:first + CARDS_PER_ROW]):
-            kpis = charts.kpi_fleet(fleet, results.summary, bands.get(fleet["fleet"]))
+            kpis = charts.kpi_fleet(fleet, results.summary, bands.get(fleet["fleet"]), results.scenario.economics.ownership)
             column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]), kpis,
                                           colors.get(fleet["fleet"], "#444")), unsafe_allow_html=True)
     table = pd.concat([charts.kpi_workloads(results.summary, f, bands.get(f)).assign(fleet=f)

@@ -93,18 +93,21 @@ def with_band(text: str, band: tuple[float, list[str]] | None) -> str:
     return text if band is None or text in (MISSING, "") else f"{text} ±{band[0]:g}%"
 
 
-def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band: tuple[float, list[str]] | None = None) -> dict[str, str]:
+def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band: tuple[float, list[str]] | None = None,
+              ownership: str = "own") -> dict[str, str]:
     """Headline numbers of one fleet, formatted: capex, opex/month, IT power (average and
     max), worst SLO attainment, facility energy per day, output tokens per MW (± the
     performance model's ``band`` from :func:`perf_bands`, when given), own vs rent
     $/hour, and the band itself.  Costs per request or token are per workload
     (:func:`kpi_workloads`): an average over chat tokens, images and searches would mean
-    nothing."""
+    nothing. Under ``ownership: rent`` there is no capex (buying's price is shown as such)
+    and the opex is the rent."""
+    renting = ownership == "rent"
     rows = summary[summary["fleet"] == fleet["fleet"]]
     slo = rows["slo_attainment"].min() if len(rows) else math.nan
     out = {
-        "capex": usd(fleet["capex_usd"]),
-        "opex / month": usd(fleet["opex_usd_per_month"]),
+        "capex": f"none, rented (buying: {usd(fleet['capex_usd'])})" if renting else usd(fleet["capex_usd"]),
+        "opex / month": usd(fleet["opex_usd_per_month"]) + (" (rent)" if renting else ""),
         "IT power avg / max": (f"{human(fleet['it_power_avg_kw'])} / {human(fleet['it_power_max_kw'])} kW"
                                if "it_power_avg_kw" in fleet else f"{human(fleet['it_power_max_kw'])} kW"),
         "worst SLO attainment": percent(slo, decimals=1),

@@ -130,9 +130,9 @@ td,th{border-bottom:1px solid #eee;padding:2px 8px;text-align:right;white-space:
 """
 
 
-def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str, band=None) -> str:
+def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str, band=None, ownership: str = "own") -> str:
     kpis = "".join(f"<div class='kpi'><span>{html.escape(k)}</span><b>{html.escape(v)}</b></div>"
-                   for k, v in charts.kpi_fleet(fleet, summary, band).items())
+                   for k, v in charts.kpi_fleet(fleet, summary, band, ownership).items())
     table = charts.kpi_workloads(summary, fleet["fleet"], band).to_html(index=False, border=0)
     name = html.escape(str(fleet["fleet"]))
     return (f"<div class='fleet' style='border-top:4px solid {color}'><h3>{name}</h3>"
@@ -155,7 +155,7 @@ def run_report_html(results: Results, accelerators) -> str:
     sc = results.scenario
     colors = charts.fleet_colors(results.fleets["fleet"])
     bands = charts.perf_bands(sc, accelerators)
-    cards = "".join(_fleet_card(f, results.summary, colors[f["fleet"]], bands.get(f["fleet"]))
+    cards = "".join(_fleet_card(f, results.summary, colors[f["fleet"]], bands.get(f["fleet"]), sc.economics.ownership)
                     for _, f in results.fleets.iterrows())
     subtitle = (f"{sc.description.strip() or sc.name} — seed {sc.seed}, {sc.duration_s:g} s of arrivals "
                 f"after {sc.warmup_s:g} s warm-up, {len(sc.fleets)} fleet(s)")

@@ -177,6 +177,9 @@ def test_kpi_cards_are_formatted(results):
     kpi = charts.kpi_fleet(results.fleets.iloc[0], results.summary)
     assert kpi["capex"].startswith("$") and kpi["IT power avg / max"].endswith("kW")
     assert "$/request (all)" not in kpi  # no average over chat tokens and images
+    rented = charts.kpi_fleet(results.fleets.iloc[0], results.summary, ownership="rent")
+    assert rented["capex"] == f"none, rented (buying: {kpi['capex']})"  # no capex to add to a rent
+    assert rented["opex / month"].endswith(" (rent)")
     assert kpi["worst SLO attainment"].endswith("%")
     table = charts.kpi_workloads(results.summary, "h100")
     assert list(table["workload"]) == ["chat", "image"]
