@@ -21,24 +21,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from browser_cases import CLIPPED_JS, launched_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 30.0
 VIEWS = ["Overview", "Latency", "Utilisation", "Cost", "Roofline", "SLO misses", "Compare", "Energy"]
-# every element whose text must not be cut: table cells, fleet cards and their KPIs, alerts
 README_SHOTS = {"Overview": "dashboard-main.png", "Roofline": "dashboard-roofline.png"}
+# every element whose text must not be cut: table cells, fleet cards and their KPIs, alerts
 CHECKED = "td, th, [data-testid=fleet-card], [data-testid=kpi], [data-testid=kpi] *, [data-testid=stAlert] p"
-CLIPPED_JS = """(selector) => {
-  const out = [];
-  for (const el of document.querySelectorAll(selector)) {
-    if (el.offsetParent === null || el.clientWidth === 0) continue;  // hidden or inline
-    if (el.scrollWidth > el.clientWidth + 1) out.push(`${el.tagName} '${el.innerText.slice(0, 60)}' ${el.scrollWidth}>${el.clientWidth}`);
-  }
-  return out;
-}"""
 
 # Streamlit scrolls its main panel inside the page, so Playwright's full_page shot is only
 # the viewport: the whole page is shot by growing the viewport to the tallest scrolled
@@ -114,16 +104,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} missing: `make browser` installs it (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    yield from launched_chromium()
 
 
 @pytest.fixture

@@ -157,14 +157,20 @@ def test_ep_validation_names_pool_value_and_allowed(model, accelerator, tp, ep, 
     assert "pools[0] 'moe'" in text and message in text
 
 
+def _ep_chat_scenario():
+    """Mixtral chat (200-token prompts, 20-token outputs, 5 req/s for 20 s) on 2 GB200
+    replicas of tp=1, ep=8: 16 GPUs."""
+    return make_scenario({"chat": {"kind": "autoregressive", "model": "mixtral-8x7b",
+                                   "arrival": {"kind": "poisson", "rate_per_s": 5.0},
+                                   "prompt_tokens": {"kind": "constant", "value": 200},
+                                   "output_tokens": {"kind": "constant", "value": 20}}},
+                         [{"name": "moe", "accelerator": "gb200", "serves": ["chat"], "replicas": 2, "tp": 1, "ep": 8}],
+                         duration_s=20)
+
+
 def test_an_ep_pool_runs_in_the_engine_and_counts_its_gpus():
     from sim.engine.core import simulate
-    sc = make_scenario({"chat": {"kind": "autoregressive", "model": "mixtral-8x7b",
-                                 "arrival": {"kind": "poisson", "rate_per_s": 5.0},
-                                 "prompt_tokens": {"kind": "constant", "value": 200},
-                                 "output_tokens": {"kind": "constant", "value": 20}}},
-                       [{"name": "moe", "accelerator": "gb200", "serves": ["chat"], "replicas": 2, "tp": 1, "ep": 8}],
-                       duration_s=20)
+    sc = _ep_chat_scenario()
     run = simulate(sc)
     done = run.requests[run.requests["status"] == "completed"]
     assert len(done) > 50 and (done["output_tokens"] == 20).all()
@@ -184,12 +190,7 @@ def test_an_ep_pool_is_costed_and_reported_over_its_ep_gpus():
     from sim.models.economics import pool_activities
     from sim.results.report_text import run_report
     from sim.results.tables import run_scenario
-    sc = make_scenario({"chat": {"kind": "autoregressive", "model": "mixtral-8x7b",
-                                 "arrival": {"kind": "poisson", "rate_per_s": 5.0},
-                                 "prompt_tokens": {"kind": "constant", "value": 200},
-                                 "output_tokens": {"kind": "constant", "value": 20}}},
-                       [{"name": "moe", "accelerator": "gb200", "serves": ["chat"], "replicas": 2, "tp": 1, "ep": 8}],
-                       duration_s=20)
+    sc = _ep_chat_scenario()
     pool = build_pools(sc, sc.fleets[0], CATALOG)[0]
     acc = CATALOG.accelerator("gb200")
     a_c, a_m = pool_activities(pool, 2.0, 1e15, 1e12)

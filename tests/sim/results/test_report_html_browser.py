@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from browser_cases import CLIPPED_JS, launched_chromium
 
 from sim.results.export import write_results
 from sim.results.report_html import write_report
@@ -19,18 +20,7 @@ from sim.results.tables import run_scenario
 from sim.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 CHECKED = ".fleet, .kpi, .kpi *, .wide, td, th"
-CLIPPED_JS = """(selector) => {
-  const out = [];
-  for (const el of document.querySelectorAll(selector)) {
-    if (el.offsetParent === null || el.clientWidth === 0) continue;
-    if (el.scrollWidth > el.clientWidth + 1) out.push(`${el.tagName}.${el.className} '${el.innerText.slice(0, 60)}' ${el.scrollWidth}>${el.clientWidth}`);
-  }
-  return out;
-}"""
 # a card that spills past its neighbour or the page: every card inside the page's width
 OUTSIDE_JS = """() => {
   const page = document.body.getBoundingClientRect();
@@ -52,16 +42,7 @@ def scenario(fleets: int):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} missing: `make browser` installs it (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    yield from launched_chromium()
 
 
 @pytest.mark.parametrize("fleets", [3, 5])
