@@ -9,7 +9,7 @@ numbers make the fleet comparison a paired one).
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -37,6 +37,13 @@ class WorkloadDemand:
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def subset(self, keep: np.ndarray) -> WorkloadDemand:
+        """The requests at indices (or boolean mask) ``keep``, every per-request array
+        indexed alike (a field added later cannot be left unaligned)."""
+        arrays = {f.name: getattr(self, f.name)[keep] for f in fields(self)
+                  if isinstance(getattr(self, f.name), np.ndarray)}
+        return replace(self, **arrays)
 
 
 def _streams(seed: int, name: str) -> list[np.random.Generator]:

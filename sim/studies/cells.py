@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import copy
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -131,12 +131,6 @@ def cell_masks(scenario: Scenario, demand: dict[str, WorkloadDemand], cells: int
     return out
 
 
-def _thin(d: WorkloadDemand, keep: np.ndarray) -> WorkloadDemand:
-    return replace(
-        d, arrival_s=d.arrival_s[keep], prompt_tokens=d.prompt_tokens[keep], output_tokens=d.output_tokens[keep],
-        steps=d.steps[keep], service_s=d.service_s[keep], draws=None if d.draws is None else d.draws[keep])
-
-
 def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
     """Simulate one cell and give its rows global request ids and replica indices.
 
@@ -161,7 +155,7 @@ def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
             shares["request_id"] = global_ids[shares["request_id"].to_numpy()]
         return requests, shares
 
-    thinned = {n: _thin(d, kept[n]) for n, d in demand.items()}
+    thinned = {n: d.subset(kept[n]) for n, d in demand.items()}
     if task.spool is None:
         run = simulate(local, task.fleet, demand=thinned)
         requests, shares = globalise(run.requests, run.pool_shares)

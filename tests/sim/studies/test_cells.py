@@ -162,3 +162,22 @@ def test_merged_time_series_obeys_littles_law():
     lam_w = len(arrivals) / (hi - lo) * arrivals["e2e_s"].mean()
     assert sampled_l == pytest.approx(lam_w, rel=0.08)
     assert window["memory_used_fraction"].between(0, 1).all()
+
+
+def test_a_cell_keeps_every_per_request_array_aligned():
+    """Regression: a cell's thinned demand kept tokens, steps and draws but not a replayed
+    image trace's images and CFG, so its requests took the shapes of other requests.
+    Expected values: each array indexed by hand at the kept positions."""
+    import numpy as np
+
+    from sim.engine.demand import WorkloadDemand
+
+    n = 6
+    d = WorkloadDemand(name="img", kind="image_diffusion", arrival_s=np.arange(n, dtype=float),
+                       prompt_tokens=np.zeros(n, dtype=np.int64), output_tokens=np.zeros(n, dtype=np.int64),
+                       steps=np.array([10, 20, 30, 40, 50, 60]), service_s=np.zeros(n),
+                       images=np.array([1, 2, 3, 4, 5, 6]), cfg=np.array([1, 0, 1, 0, -1, 1], dtype=np.int8))
+    cell = d.subset(np.array([1, 4, 5]))
+    assert cell.arrival_s.tolist() == [1.0, 4.0, 5.0] and cell.steps.tolist() == [20, 50, 60]
+    assert cell.images.tolist() == [2, 5, 6] and cell.cfg.tolist() == [0, -1, 1]
+    assert cell.draws is None and len(cell) == 3
