@@ -31,7 +31,9 @@ MAX_SPAN_S = 30 * 86400
 """Longest duration, warm-up, drain or SLO bound (30 days, in seconds)."""
 MAX_TOKENS = 10_000_000
 """Largest token count of any field or trace row."""
-"""Most time-series samples one run takes ((duration_s + drain_s) / sample_interval_s)."""
+MAX_REPLICAS_PER_POOL = 100_000
+"""Most replicas of one pool; also keeps two pools' replica event priorities apart
+(:func:`sim.engine.timer.replica_priority`)."""
 MAX_EXPECTED_REQUESTS = 25_000_000
 """Most requests one run may expect (sum over workloads of peak rate × duration_s). A
 streamed run (``engine.stream``) keeps no per-request rows, but the drawn demand arrays
@@ -218,7 +220,7 @@ class PoolConfig(_Strict):
         description="workloads this pool serves; `name:stage` places one pipeline stage "
         "(encode, denoise, verify, safety, decode) of a workload here",
     )
-    replicas: int = Field(ge=1, le=100_000)
+    replicas: int = Field(ge=1, le=MAX_REPLICAS_PER_POOL)
     tp: int = Field(1, ge=1, le=4096, description="tensor-parallel degree")
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
     ep: int = Field(1, ge=1, le=4096, description="expert-parallel group of a MoE model (accelerators per pipeline "

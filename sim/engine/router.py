@@ -227,9 +227,3 @@ POLICIES: dict[str, Callable[[object], int] | None] = {
     "central_queue": _outstanding_key,
 }
 """Policy name -> the replica key it minimises (None: round robin, no key)."""
-
-
-def notify_watchers(replica) -> None:
-    """Tell the routers' indexes that ``replica``'s ``outstanding`` or ``queued`` changed."""
-    for index, i in replica.watchers:
-        index.changed(i)

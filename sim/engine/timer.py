@@ -27,7 +27,8 @@ from heapq import heapify, heappush
 
 from simpy.events import NORMAL, Event
 
-MAX_REPLICAS_PER_POOL = 100_000  # PoolConfig.replicas upper bound
+from sim.scenario import MAX_REPLICAS_PER_POOL  # replica priorities of two pools never overlap
+
 
 
 def replica_priority(pool_index: int, replica_index: int) -> int:

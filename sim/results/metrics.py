@@ -98,13 +98,13 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
     row.update(compute_activity=a_c, memory_activity=a_m)
     row.update(pool_costs(pool, scenario.economics, busy, a_c, a_m))
     run = pool_costs(pool, scenario.economics, min(busy_run, 1.0), a_c, a_m)
+    busy_all = pool_costs(pool, scenario.economics, 1.0, a_c, a_m)  # every replica busy
     row.update(run_cost_usd_per_hour=run["cost_usd_per_hour"], run_own_cost_usd_per_hour=run["own_cost_usd_per_hour"],
-               run_it_power_avg_w=run["it_power_avg_w"],
-               busy_own_cost_usd_per_hour=pool_costs(pool, scenario.economics, 1.0, a_c, a_m)["own_cost_usd_per_hour"])
+               run_it_power_avg_w=run["it_power_avg_w"], busy_own_cost_usd_per_hour=busy_all["own_cost_usd_per_hour"])
     # the IT power line P(b) = idle + (busy - idle) x b at the run's activities: kW over time
     row.update(busy_total_s=raw["busy_total_s"], busy_slots=replicas * slots, run_end_s=end_s,
                it_power_idle_w=pool_costs(pool, scenario.economics, 0.0, a_c, a_m)["it_power_avg_w"],
-               it_power_busy_w=pool_costs(pool, scenario.economics, 1.0, a_c, a_m)["it_power_avg_w"])
+               it_power_busy_w=busy_all["it_power_avg_w"])
     return row
 
 

@@ -492,10 +492,10 @@ def assemble_streamed(scenario: Scenario, runs: list[FleetRun], streams: list[Fl
     empty = None
     for run, stream in zip(runs, streams):
         stream.close()
-        table, rows, _ = fleet_summary(scenario, run, stream)
+        table, rows, totals = fleet_summary(scenario, run, stream)
         pools.append(table)
         summary += rows
-        for batch in stream.costed_batches(table, run.end_s, ownership):
+        for batch in stream.costed_batches(table, run.end_s, ownership, totals):
             writer = _write(writer, final, batch)
         if empty is None:
             empty = attribute_costs(run.requests, table, run.end_s, run.pool_shares, ownership)
