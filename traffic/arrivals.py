@@ -28,16 +28,12 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from sim.errors import TraceError, UserError
+from sim.errors import TraceError
 from traffic.demand_fit import FittedArrivals
 from traffic.genai_trace import GenaiTraceArrivals
+from traffic.limits import MAX_RATE_PER_S, check_count
 from traffic.traces import FilePath, Trace, TraceFormat, load_trace
 
-MAX_RATE_PER_S = 1e9
-"""Largest arrival rate of any process or state (requests/s)."""
-MAX_ARRIVALS = 20_000_000
-"""Most arrivals one process may generate in one call; checked from the expected count
-before any array is allocated (1e9 req/s would otherwise ask numpy for tens of GB)."""
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE_PER_S)]
 Seconds = Annotated[float, Field(gt=0, le=10 * 365 * 86400)]
 
@@ -45,13 +41,6 @@ Seconds = Annotated[float, Field(gt=0, le=10 * 365 * 86400)]
 def _check_duration(duration_s: float) -> None:
     if not (math.isfinite(duration_s) and duration_s > 0):
         raise ValueError(f"duration_s(={duration_s}) must be finite and > 0")
-
-
-def _check_count(expected: float, what: str) -> None:
-    """Refuse up front when ``expected`` arrivals exceed :data:`MAX_ARRIVALS`."""
-    if not expected <= MAX_ARRIVALS:
-        raise UserError(f"{what} would generate about {expected:,.0f} arrivals; the limit is "
-                        f"{MAX_ARRIVALS:,} per workload and run: lower the rate or the duration")
 
 
 class Diurnal(BaseModel):
@@ -79,7 +68,7 @@ class _Synthetic(BaseModel):
         """
         _check_duration(duration_s)
         peak = 1.0 + (self.diurnal.amplitude if self.diurnal else 0.0)
-        _check_count(self.mean_rate_per_s * peak * duration_s, f"{self.kind} arrivals")
+        check_count(self.mean_rate_per_s * peak * duration_s, f"{self.kind} arrivals")
         if self.diurnal is None:
             return self._base_times(rng, duration_s, 1.0)
         peak = 1.0 + self.diurnal.amplitude
@@ -173,7 +162,7 @@ class MMPPArrivals(_Synthetic):
         dwell = np.asarray(self.mean_dwell_s)
         n_states = dwell.size
         state0 = int(rng.choice(n_states, p=dwell / dwell.sum()))
-        _check_count(n_states * duration_s / dwell.sum(), "mmpp state changes (short mean_dwell_s)")
+        check_count(n_states * duration_s / dwell.sum(), "mmpp state changes (short mean_dwell_s)")
         chunk = int(n_states * duration_s / dwell.sum()) + 2 * n_states + 8
         states, lengths, total_s = [], [], 0.0
         while total_s < duration_s:
@@ -250,12 +239,12 @@ class TraceArrivals(BaseModel):
         if self.loop:
             period_s = self._period_s(offsets_s)
             copies = int(duration_s * self.rate_scale // period_s) + 1
-            _check_count(copies * offsets_s.size, f"trace {self.path} looped {copies:,} times")
+            check_count(copies * offsets_s.size, f"trace {self.path} looped {copies:,} times")
             offsets_s = (offsets_s[None, :] + period_s * np.arange(copies)[:, None]).ravel()
             rows = np.tile(rows, copies)
         times_s = offsets_s / self.rate_scale
         keep = times_s < duration_s
-        _check_count(int(keep.sum()), f"trace {self.path}")
+        check_count(int(keep.sum()), f"trace {self.path}")
         return times_s[keep], rows[keep]
 
     def arrival_times(self, rng: np.random.Generator | None, duration_s: float) -> np.ndarray:

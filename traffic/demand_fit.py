@@ -45,6 +45,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, field_validator, model_validator
 
+from traffic.limits import check_count
+
 HOUR_S = 3600.0
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -135,12 +137,16 @@ class FittedArrivals(BaseModel):
 
         Raises:
             ValueError: duration_s not finite and > 0.
+            UserError: more expected arrivals than :data:`traffic.limits.MAX_ARRIVALS`.
         """
         if not (math.isfinite(duration_s) and duration_s > 0):
             raise ValueError(f"duration_s(={duration_s}) must be finite and > 0")
         edges, rate = self.hourly_rates(duration_s)
         cumulative = np.concatenate(([0.0], np.cumsum(np.diff(edges) * rate)))
         total = float(cumulative[-1])
+        check_count(total, "fitted arrivals")
+        if total <= 0:  # every hour of the window has rate 0 (e.g. a preset's night hour)
+            return np.empty(0)
         shape = 1.0 / self.cv**2
         chunk = int(total + 6.0 * self.cv * math.sqrt(total) + 16)
         parts, last = [], 0.0

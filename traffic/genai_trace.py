@@ -64,6 +64,7 @@ import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from sim.errors import TraceError
+from traffic.limits import check_count
 from traffic.traces import FilePath
 
 
@@ -277,6 +278,7 @@ class GenaiTraceArrivals(BaseModel):
 
         Raises:
             TraceError: bad file, empty window, start_s past the end, loop over < 2 times.
+            UserError: more arrivals than :data:`traffic.limits.MAX_ARRIVALS`.
             ValueError: duration_s not finite and > 0, or jitter without an rng.
         """
         if not (math.isfinite(duration_s) and duration_s > 0):
@@ -285,10 +287,12 @@ class GenaiTraceArrivals(BaseModel):
         if self.loop:
             period_s = self._period_s(offsets_s)
             copies = int(duration_s * self.rate_scale // period_s) + 1
+            check_count(copies * offsets_s.size, f"trace {self.path} looped {copies:,} times")
             offsets_s = (offsets_s[None, :] + period_s * np.arange(copies)[:, None]).ravel()
             rows = np.tile(rows, copies)
         times_s = offsets_s / self.rate_scale
         keep = times_s < duration_s
+        check_count(int(keep.sum()), f"trace {self.path}")
         return times_s[keep], rows[keep]
 
     def arrival_times(self, rng: np.random.Generator | None, duration_s: float) -> np.ndarray:

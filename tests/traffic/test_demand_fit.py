@@ -103,3 +103,20 @@ def test_presets_are_what_the_fit_returns():
     summary = pd.read_csv(TRACES / "trace_summary.csv").set_index("trace")
     assert PRESETS["azure_conv"]["rate_per_s"] == pytest.approx(summary.loc["azure2023_conv", "mean_rate_rps"], rel=0.01)
     assert PRESETS["azure_code"]["cv"] == pytest.approx(summary.loc["azure2023_code", "interarrival_cv"], rel=0.01)
+
+
+def test_a_window_of_zero_rate_hours_draws_no_arrivals():
+    """Regression: a run inside an hour whose daily factor is 0 (the genai_image preset
+    has one) crashed concatenating no chunks; by hand the expected count is 0."""
+    daily = [1.0] * 24
+    daily[5] = 0.0
+    model = FittedArrivals(rate_per_s=1.0, daily=daily, start_s=5 * HOUR_S)
+    assert model.expected_count(HOUR_S) == 0.0
+    assert model.arrival_times(np.random.default_rng(0), HOUR_S).size == 0
+
+
+def test_too_many_fitted_arrivals_is_a_user_error_before_drawing():
+    from sim.errors import UserError
+
+    with pytest.raises(UserError, match="fitted arrivals would generate about 1,000,000,000,000 arrivals"):
+        FittedArrivals(rate_per_s=1e6).arrival_times(np.random.default_rng(0), 1e6)
