@@ -272,6 +272,18 @@ class Model:
             return float(self.layers * self.kv_values_per_token_layer * BYTES_PER_PARAM[precision])
         return 2.0 * self.layers * self.kv_heads * self.head_dim * BYTES_PER_PARAM[precision]
 
+    def kv_replication(self, tp: int) -> float:
+        """KV-cache copies per token across a TP group: tp / kv_heads when tp > kv_heads
+        (each shard needs the KV head its query heads use), else 1."""
+        kv_heads = self.kv_heads or 0
+        return tp / kv_heads if kv_heads and tp > kv_heads else 1.0
+
+    def stored_kv_bytes_per_token(self, kv_precision: str, tp: int) -> float:
+        """KV-cache bytes one token takes across a TP group of ``tp``: :meth:`kv_bytes_per_token`
+        at ``kv_precision`` x :meth:`kv_replication`. What the engine allocates and what
+        placement checks ``min_kv_tokens`` against."""
+        return self.kv_bytes_per_token(kv_precision) * self.kv_replication(tp)
+
     @property
     def is_moe(self) -> bool:
         """True for a mixture-of-experts model (more than one expert)."""

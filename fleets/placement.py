@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from sim.errors import PlacementError
-from fleets.catalog import PRECISIONS, Accelerator, Model
+from fleets.catalog import PRECISIONS, Accelerator, Model, default_attention_precision, default_kv_precision
 
 GB = 1e9
 # Tolerance when dividing a power budget by node power (e.g. 18 x 6666.67 W in 120 kW).
@@ -64,6 +64,15 @@ def _check_counts(tp, pp, replicas, memory_utilization, precision, model, acc, w
               f"Allowed: {', '.join(PRECISIONS)}.")
 
 
+def _check_precisions(precisions: dict[str, str], model, acc, where):
+    """Every tensor's precision must be one the part has a published peak for (the engine
+    would refuse it later with no field named)."""
+    for field, value in precisions.items():
+        if value not in acc.precisions:
+            _fail(where, model, acc, f"{field}={value!r} has no published peak on this part",
+                  f"Set {field} to one of: {', '.join(acc.precisions)}.")
+
+
 def _check_parallelism(tp, pp, model, acc, where):
     if tp > acc.scaleup_domain_size:
         _fail(where, model, acc,
@@ -71,6 +80,11 @@ def _check_parallelism(tp, pp, model, acc, where):
               f"{acc.scaleup_domain_size} accelerators",
               f"Lower tp to at most {acc.scaleup_domain_size} and raise pp to spread the "
               "model over more domains, or pick an accelerator with a larger domain.")
+    heads = model.heads or 0
+    if tp > 1 and heads and model.kind in ("autoregressive", "diffusion_lm") and heads % tp:
+        allowed = [d for d in range(1, heads + 1) if heads % d == 0 and d <= acc.scaleup_domain_size]
+        _fail(where, model, acc, f"tp={tp} does not divide the model's {heads} attention heads "
+              "(each TP shard runs whole heads)", f"Use tp in: {', '.join(map(str, allowed))}.")
     if model.layers and pp > model.layers:
         _fail(where, model, acc, f"pp={pp} exceeds the model's {model.layers} layers",
               f"Use pp <= {model.layers}.")
@@ -160,12 +174,17 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
                tp: int, pp: int, replicas: int, memory_utilization: float = 0.9,
                min_kv_tokens: int = 0, min_activation_bytes: float = 0.0,
                nodes_per_rack: int | None = None, rack_power_budget_w: float | None = None,
-               where: str = "", ep: int = 1) -> PoolLayout:
+               where: str = "", ep: int = 1, kv_precision: str | None = None,
+               attention_precision: str | None = None) -> PoolLayout:
     """Lay out a pool and check it (memory in bytes, power in W).
 
     Checks: tp, pp, replicas >= 1; memory_utilization in (0, 1]; precision in PRECISIONS;
-    tp <= scaleup_domain_size; pp <= model layers; weights + min_kv_tokens x KV bytes/token
-    (at ``precision``) + min_activation_bytes <= tp x pp x memory_bytes x
+    the weights', KV cache's and attention math's precisions (defaults:
+    :func:`fleets.catalog.default_kv_precision`, :func:`default_attention_precision`) each
+    with a published peak on the part; tp <= scaleup_domain_size and dividing the
+    attention heads; pp <= model layers; weights + min_kv_tokens x the KV bytes a token
+    takes across the TP group (:meth:`Model.stored_kv_bytes_per_token`, as the engine
+    allocates) + min_activation_bytes <= tp x pp x memory_bytes x
     memory_utilization; one node and ``nodes_per_rack`` nodes fit the rack power budget
     (default: the accelerator's ``rack_power_budget_w``; default nodes_per_rack = as many
     as fit, at least 1).  Raises PlacementError naming ``where``, the model, the
@@ -180,13 +199,17 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
     acc = accelerator
     where = where or f"pool '{name}'"
     _check_counts(tp, pp, replicas, memory_utilization, precision, model, acc, where)
+    kv_precision = kv_precision or default_kv_precision(precision)
+    _check_precisions({"precision": precision, "kv_precision": kv_precision,
+                       "attention_precision": attention_precision or default_attention_precision(kv_precision)},
+                      model, acc, where)
     _check_parallelism(tp, pp, model, acc, where)
     _check_expert_parallel(ep, tp, model, acc, where)
     group = ep if ep > 1 else tp
     weight_bytes = model.replica_weight_bytes(precision, tp, ep)
     memory_bytes = group * pp * acc.memory_bytes * memory_utilization
     need = {"weights": weight_bytes,
-            f"KV for {min_kv_tokens} tokens": min_kv_tokens * model.kv_bytes_per_token(precision),
+            f"KV for {min_kv_tokens} tokens": min_kv_tokens * model.stored_kv_bytes_per_token(kv_precision, tp),
             "activations": float(min_activation_bytes)}
     _check_memory(need, memory_bytes, group, pp, precision, memory_utilization, model, acc, where)
     budget_w = acc.rack_power_budget_w if rack_power_budget_w is None else rack_power_budget_w

@@ -214,6 +214,8 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
         rack_power_budget_w=None if cfg.rack_power_budget_kw is None else cfg.rack_power_budget_kw * 1e3,
         where=where,
         ep=cfg.ep,
+        kv_precision=cfg.kv_precision,
+        attention_precision=cfg.attention_precision,
     )
     # the perf model after placement: placement refuses a TP group larger than the scale-up
     # domain (e.g. tp=4 on a wafer-scale part with no scale-up link) before any

@@ -124,7 +124,7 @@ class PerfModel:
         if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
             self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
         self.weight_bytes = model.replica_weight_bytes(precision, tp, self.ep)
-        self.kv_bytes_per_token = model.kv_bytes_per_token(self.kv_precision) * kv_replication(model, tp)
+        self.kv_bytes_per_token = model.stored_kv_bytes_per_token(self.kv_precision, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         # attention FLOP cost time at the attention peak: priced as linear-rate FLOP x this
@@ -371,13 +371,6 @@ def check_tp_divides_heads(model: Model, tp: int, where: str = "") -> None:
         allowed = [d for d in range(1, heads + 1) if heads % d == 0]
         raise UserError(f"{where + ': ' if where else ''}tp={tp} does not divide the {heads} attention heads of "
                         f"model '{model.key}'; allowed tp: {', '.join(map(str, allowed))}")
-
-
-def kv_replication(model: Model, tp: int) -> float:
-    """KV-cache copies per token across a TP group: tp / kv_heads when tp > kv_heads (each
-    shard needs the KV head its query heads use), else 1."""
-    kv_heads = model.kv_heads or 0
-    return tp / kv_heads if kv_heads and tp > kv_heads else 1.0
 
 
 class _CommModel:

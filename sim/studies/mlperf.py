@@ -56,7 +56,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtri
 from scipy.stats import poisson
 
-from fleets.catalog import Catalog
+from fleets.catalog import Catalog, default_kv_precision
 from sim.studies.calibration import Point, family
 from sim.engine.core import simulate
 from sim.engine.shapes import BYTES, FLOPS, KERNEL, STEPS, TOKENS, picture_phases, picture_shape
@@ -127,12 +127,14 @@ def choose_layout(point: Point, catalog: Catalog) -> Layout:
     acc = catalog.accelerator(point.accelerator)
     model = catalog.model(point.model)
     bench = BENCHMARKS[point.model]
-    kv = KV_BUDGET_BATCH * (bench.input_mean + bench.output_mean) * model.kv_bytes_per_token(point.precision)
+    tokens = KV_BUDGET_BATCH * (bench.input_mean + bench.output_mean)
+    kv_precision = default_kv_precision(point.precision)
     heads = model.heads or 1
     options = [tp for tp in range(1, min(point.count, acc.scaleup_domain_size) + 1)
                if point.count % tp == 0 and heads % tp == 0]
     for tp in options:
-        if tp * acc.memory_bytes * 0.9 - model.weight_bytes(point.precision) >= kv:
+        kv = tokens * model.stored_kv_bytes_per_token(kv_precision, tp)  # as the engine stores it
+        if tp * acc.memory_bytes * MEMORY_UTILIZATION - model.weight_bytes(point.precision) >= kv:
             return Layout(tp, point.count // tp)
     return Layout(options[-1], point.count // options[-1])
 

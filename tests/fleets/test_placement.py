@@ -93,3 +93,28 @@ def test_count_nodes_matches_ceil_when_tp_divides_node():
     for tp, replicas in [(1, 9), (2, 5), (4, 3), (8, 2)]:
         assert count_nodes(H100, tp, 1, replicas) == -(-tp * replicas // 8)
     assert count_nodes(H100, 3, 1, 4) == 2  # a 3-GPU group never straddles nodes
+
+
+def test_min_kv_tokens_is_checked_at_the_bytes_the_engine_stores():
+    """Regression: placement counted KV at the weights' precision without TP replication,
+    so DeepSeek-V3 TP8 on H200 passed 5M tokens while the engine held ~1.2M. By hand from
+    models.csv: MLA caches 61 layers x 576 values x 1 byte (fp8) per token, stored on every
+    one of the 8 TP ranks (kv_heads 1): 281,088 B/token; 5M tokens = 1.41 TB > 8 x 141 GB."""
+    h200, deepseek = CATALOG.accelerator("h200"), CATALOG.model("deepseek-v3")
+    assert 61 * 576 * 8 == 281_088
+    with pytest.raises(PlacementError, match="KV for 5000000 tokens"):
+        place(accelerator=h200, model=deepseek, precision="fp8", tp=8, replicas=1, min_kv_tokens=5_000_000)
+    # 1M tokens (281 GB) fits next to the weights in 8 x 141 GB x 0.9
+    place(accelerator=h200, model=deepseek, precision="fp8", tp=8, replicas=1, min_kv_tokens=1_000_000)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"accelerator": CATALOG.accelerator("tpu-v5e"), "precision": "fp8"}, "precision='fp8' has no published peak"),
+    ({"precision": "fp4"}, "precision='fp4' has no published peak"),  # H100: no FP4 peak
+    ({"precision": "bf16", "kv_precision": "fp4"}, "kv_precision='fp4' has no published peak"),
+    ({"tp": 3}, "tp=3 does not divide the model's 64 attention heads"),
+])
+def test_precision_and_head_errors_name_the_pool_and_the_field(fields, message):
+    with pytest.raises(PlacementError) as err:
+        place(**fields)
+    assert "fleets[0].pools[1] 'chat'" in str(err.value) and message in str(err.value)
