@@ -234,6 +234,9 @@ def apply_overlay(catalog: Catalog, path: Path) -> Catalog:
     accelerators = dict(catalog.accelerators)
     for where, row in rows:
         given = {k: v for k, v in row.items() if k in ACCELERATOR_COLUMNS and (v or "").strip()}
+        if "efficiency_status" in given and "efficiency_band_pct" in row:
+            # a row that restates the status restates the band too: blank = no band (calibrated)
+            given["efficiency_band_pct"] = (row["efficiency_band_pct"] or "").strip()
         merged = {**shipped.get(given.get("key", ""), {}), **given}
         accelerators[merged.get("key", "")] = _accelerator(merged, f"{path.name}: {where}")
     return Catalog(accelerators=accelerators, models=catalog.models)

@@ -437,10 +437,13 @@ def calibrate_overlay(points_path: str | Path, catalog: Catalog | None = None) -
     chips = sorted({p.accelerator for p in offline})
     rows = []
     for key in chips:
-        f = _keep_shipped(fit.factors[key], catalog.accelerators[key].efficiency_status)
+        shipped = catalog.accelerators[key]
+        f = _keep_shipped(fit.factors[key], shipped.efficiency_status)
+        # both factors fitted: no band; a factor kept from the catalog keeps its band
+        band = "" if f.status == "calibrated" or shipped.efficiency_band_pct is None else shipped.efficiency_band_pct
         rows.append({"key": key, "compute_efficiency": round(f.compute_efficiency, 3),
                      "bandwidth_efficiency": round(f.bandwidth_efficiency, 3),
-                     "iteration_overhead_us": round(fit.overhead_s * 1e6, 1), "efficiency_band_pct": "",
+                     "iteration_overhead_us": round(fit.overhead_s * 1e6, 1), "efficiency_band_pct": band,
                      "efficiency_status": f"{f.status}: eta_c {f.compute_status}, eta_m {f.bandwidth_status} (dcsim calibrate)",
                      "efficiency_source": f"dcsim calibrate {Path(points_path).name}: " + _source_text(f, fit)})
     table = pd.DataFrame(_prediction_rows(offline, with_fit(catalog, fit), "in-sample"))

@@ -44,6 +44,8 @@ def test_calibrate_writes_an_overlay_that_run_sweep_plan_can_use(mi300x_points, 
     assert "eta_m cross-stack" in rows[0]["efficiency_status"]
     assert float(rows[0]["bandwidth_efficiency"]) == pytest.approx(load_catalog().accelerator("mi300x").bandwidth_efficiency)
     assert "shipped catalog's value" in rows[0]["efficiency_source"]
+    # η_m still transferred: the shipped band stays with it
+    assert float(rows[0]["efficiency_band_pct"]) == load_catalog().accelerator("mi300x").efficiency_band_pct
     shipped = load_catalog()
     laid = apply_overlay(shipped, overlay)
     acc = laid.accelerator("mi300x")
@@ -93,3 +95,13 @@ def test_a_factor_is_fitted_only_where_the_chips_points_determine_it(block, expe
     points = [_point("x") for _ in block]
     jac = np.hstack([np.array(block), np.zeros((len(block), 1))])
     assert _identifiable(points, {"x": 0}, jac) == {"x": expected}
+
+
+def test_an_overlay_that_calibrates_a_chip_clears_its_band(tmp_path):
+    """Regression: a blank band in an overlay row was dropped as 'not given', so a chip the
+    user fully calibrated kept the shipped ±50 % band."""
+    overlay = tmp_path / "overlay.csv"
+    overlay.write_text("key,compute_efficiency,bandwidth_efficiency,efficiency_status,efficiency_band_pct\n"
+                       "mi300x,0.3,0.4,calibrated: eta_c calibrated; eta_m calibrated (dcsim calibrate),\n")
+    assert load_catalog().accelerator("mi300x").efficiency_band_pct is not None
+    assert apply_overlay(load_catalog(), overlay).accelerator("mi300x").efficiency_band_pct is None
