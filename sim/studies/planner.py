@@ -52,7 +52,8 @@ from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_f
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
-from traffic.demand_fit import WEEK_S, FittedArrivals
+from traffic.arrivals import ARRIVAL_ADAPTER
+from traffic.demand_fit import WEEK_S
 
 Counts = dict[str, int]  # accelerator type -> replicas
 
@@ -364,15 +365,10 @@ class WorkloadSearch:
 
 
 def _rate(workload: dict) -> float:
-    arrival = workload["arrival"]
-    if arrival["kind"] == "fitted":
-        return FittedArrivals.model_validate(arrival).mean_rate_per_s
-    if arrival["kind"] in ("poisson", "gamma"):
-        return float(arrival["rate_per_s"])
-    sc_rate = arrival.get("rates_per_s")
-    if sc_rate and arrival.get("mean_dwell_s"):
-        return sum(r * d for r, d in zip(sc_rate, arrival["mean_dwell_s"])) / sum(arrival["mean_dwell_s"])
-    return 0.0
+    """Mean arrival rate (requests/s) of a workload's ``arrival`` block: each process's own
+    ``mean_rate_per_s`` (traces included, which used to count as 0 and so escaped the
+    lower bound and the keeps-up check)."""
+    return float(ARRIVAL_ADAPTER.validate_python(workload["arrival"]).mean_rate_per_s)
 
 
 # --- the whole plan -----------------------------------------------------------------

@@ -102,3 +102,17 @@ def test_regression_short_run_passed_an_overloaded_pool():
     long = run_scenario(search._scenario({"h100-sxm": 5}).model_copy(update={"duration_s": 600.0}))
     row = long.summary.iloc[0]
     assert bool(row["unstable"]) and row["slo_attainment"] < row["slo_target"]
+
+
+def test_a_replayed_trace_counts_at_its_own_rate(tmp_path):
+    """Regression: the planner's rate was 0 for a trace (only poisson, gamma, mmpp and
+    fitted were read), so a trace workload escaped the lower bound. By hand: 5 requests
+    over 8 s of trace = 5 / 8 req/s, replayed twice as fast: 1.25 req/s."""
+    from sim.studies.planner import _rate
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {ms}, "input_length": 10, "output_length": 5}}\n'
+                             for ms in (0, 1000, 2000, 5000, 8000)))
+    arrival = {"kind": "trace", "path": str(trace), "format": "mooncake_jsonl", "rate_scale": 2.0}
+    assert _rate({"arrival": arrival}) == pytest.approx(5 / 8 * 2.0)
+    assert _rate({"arrival": {"kind": "poisson", "rate_per_s": 3.0}}) == 3.0
