@@ -163,7 +163,6 @@ COST_KEYS = (
     "own_full_load_cost_usd_per_hour rent_usd_per_hour cost_usd_per_hour full_load_cost_usd_per_hour "
     "opex_usd_per_month"
 ).split()
-_COST_KEYS = COST_KEYS  # older name
 
 def cost_rates(pools: pd.DataFrame, end_s: float, totals: pd.Series) -> dict[str, pd.Series]:
     """Per pool name, what one replica-second held costs for each column of
