@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast bench lock clean browser screenshots
+.PHONY: run test test-fast bench build lock clean browser screenshots
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,19 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-run: $(STAMP)
+# The engine's hot path is compiled with Cython (setup.py: each sim/**/X.py with an X.pxd).
+# `pip install -e .` above compiles it; this rebuilds it after an edit of one of those files
+# (until then dcsim warns and runs the Python source: same results, slower).
+ENGINE_SRC := $(wildcard sim/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard sim/*/*.pxd))
+BUILT := $(VENV)/.built
+
+$(BUILT): $(STAMP) setup.py $(ENGINE_SRC)
+	$(BIN)/python setup.py --quiet build_ext --inplace
+	touch $(BUILT)
+
+build: $(BUILT)
+
+run: $(BUILT)
 	$(BIN)/dcsim run scenarios/default.yaml
 
 # The dashboard's browser test drives Debian's Chromium (never `playwright install`).
@@ -23,18 +35,19 @@ browser:
 
 # Every dashboard view at 1600 px with 3 and 5 fleets -> docs/dashboard-<view>-<n>fleets.png
 # (the browser tests take them while checking that no text is clipped).
-screenshots: $(STAMP) browser
+screenshots: $(BUILT) browser
 	DCSIM_SCREENSHOTS=docs $(BIN)/python -m pytest -q tests/sim/test_dashboard_browser.py
 
-test: $(STAMP) browser
+test: $(BUILT) browser
 	$(BIN)/python -m pytest -q -n 2
 
-test-fast: $(STAMP)
+test-fast: $(BUILT)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
-bench: $(STAMP)
+bench: $(BUILT)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_mixed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build
+	find sim -name '*.so' -delete -o -name '*.c' -delete

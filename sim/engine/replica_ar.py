@@ -57,7 +57,7 @@ from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_priority, stale_timers
 
 
-class ARReplica(TimerDriven, RouterFacing):
+class ARReplica(TimerDriven):
     """One replica of an autoregressive pool (see module docstring).
 
     Args:

@@ -38,7 +38,7 @@ from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, 
 from sim.engine.timer import TimerDriven, replica_priority, stale_timers
 
 
-class StepReplica(TimerDriven, RouterFacing):
+class StepReplica(TimerDriven):
     """One replica of a step-batched pool (see module docstring)."""
 
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache

@@ -7,7 +7,6 @@ admission, phase changes, completion), never once per token.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 PENDING, COMPLETED, REJECTED = 0, 1, 2
 STATUS_NAMES = {PENDING: "in_flight", COMPLETED: "completed", REJECTED: "rejected"}
@@ -15,7 +14,6 @@ STATUS_NAMES = {PENDING: "in_flight", COMPLETED: "completed", REJECTED: "rejecte
 NAN = math.nan
 
 
-@dataclass(slots=True, eq=False)
 class Request:
     """A request and its outcome. Times are absolute simulated instants in seconds.
 
@@ -26,49 +24,67 @@ class Request:
     samples) it processed.
     """
 
-    id: int
-    workload: int
-    arrival_at_s: float
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    steps: int = 0
-    service_s: float = 0.0
-    images: int = 1  # samples per prompt (image diffusion trace replay)
-    cfg: int = -1  # classifier-free guidance per request: 1 on, 0 off, -1 the workload's
-    status: int = PENDING
-    reason: str = ""
-    pool: int = -1
-    replica: int = -1
-    admitted_at_s: float = NAN
-    first_token_at_s: float = NAN
-    done_at_s: float = NAN
-    preemptions: int = 0
-    share_s: float = 0.0
-    sample_steps: int = 0
-    denoiser_flops: float = 0.0
-    # engine scratch state (meaning depends on the replica type)
-    run_seq: int = -1
-    acc_mark: float = 0.0
-    kv_offset: int = 0
-    start_iter: int = 0
-    generated: int = 0
-    phases: list | tuple = ()
-    phase: int = 0
-    reserved_bytes: float = 0.0
-    # multi-stage journeys (diffusion pipelines, verifier hand-offs)
-    journey: list | None = None
-    leg: int = 0
-    draws: tuple = ()
-    leg_dispatched_at_s: float = 0.0
-    handoffs: int = 0
-    handoff_s: float = 0.0
-    handoff_wait_s: float = 0.0
-    verifier_calls: int = 0
-    branches: int = 1
-    memory_wait_s: float = 0.0
-    blocked_at_s: float = 0.0
-    cur_pool: int = -1
-    pool_shares: tuple = ()  # ((pool index, cumulative share_s when it left that pool), ...)
+    # slots, not a __dict__; compiled (Cython, see ``request.pxd``) the fields are typed
+    # C members: C long for the int fields, C double for the float ones
+    __slots__ = (
+        "id", "workload", "arrival_at_s", "prompt_tokens", "output_tokens", "steps", "service_s", "images", "cfg",
+        "status", "reason", "pool", "replica", "admitted_at_s", "first_token_at_s", "done_at_s", "preemptions",
+        "share_s", "sample_steps", "denoiser_flops", "run_seq", "acc_mark", "kv_offset", "start_iter", "generated",
+        "phases", "phase", "reserved_bytes", "journey", "leg", "draws", "leg_dispatched_at_s", "handoffs",
+        "handoff_s", "handoff_wait_s", "verifier_calls", "branches", "memory_wait_s", "blocked_at_s", "cur_pool",
+        "pool_shares",
+    )
+
+    def __init__(
+        self, id: int, workload: int, arrival_at_s: float, prompt_tokens: int = 0, output_tokens: int = 0,
+        steps: int = 0, service_s: float = 0.0, images: int = 1, cfg: int = -1,
+    ) -> None:
+        self.id = id
+        self.workload = workload
+        self.arrival_at_s = arrival_at_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.steps = steps
+        self.service_s = service_s
+        self.images = images  # samples per prompt (image diffusion trace replay)
+        self.cfg = cfg  # classifier-free guidance per request: 1 on, 0 off, -1 the workload's
+        self.status = PENDING
+        self.reason = ""
+        self.pool = -1
+        self.replica = -1
+        self.admitted_at_s = NAN
+        self.first_token_at_s = NAN
+        self.done_at_s = NAN
+        self.preemptions = 0
+        self.share_s = 0.0
+        self.sample_steps = 0
+        self.denoiser_flops = 0.0
+        # engine scratch state (meaning depends on the replica type)
+        self.run_seq = -1
+        self.acc_mark = 0.0
+        self.kv_offset = 0
+        self.start_iter = 0
+        self.generated = 0
+        self.phases = ()
+        self.phase = 0
+        self.reserved_bytes = 0.0
+        # multi-stage journeys (diffusion pipelines, verifier hand-offs)
+        self.journey = None
+        self.leg = 0
+        self.draws = ()
+        self.leg_dispatched_at_s = 0.0
+        self.handoffs = 0
+        self.handoff_s = 0.0
+        self.handoff_wait_s = 0.0
+        self.verifier_calls = 0
+        self.branches = 1
+        self.memory_wait_s = 0.0
+        self.blocked_at_s = 0.0
+        self.cur_pool = -1
+        self.pool_shares: tuple = ()  # ((pool index, cumulative share_s when it left that pool), ...)
+
+    def __repr__(self) -> str:
+        return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"
 
 
 class RouterFacing:

@@ -27,6 +27,8 @@ from heapq import heapify, heappush
 
 from simpy.events import NORMAL, Event
 
+from sim.engine.request import RouterFacing
+
 from sim.scenario import MAX_REPLICAS_PER_POOL  # replica priorities of two pools never overlap
 
 
@@ -100,7 +102,7 @@ class Rearmable(Event):
         heappush(env._queue, (env._now + delay_s, NORMAL, next(env._eid), self))  # noqa: SLF001
 
 
-class TimerDriven:
+class TimerDriven(RouterFacing):
     """Mixin: subclasses set ``self.env``, ``self._timer = None``, ``self._priority``
     (:func:`replica_priority`), ``self._stale = stale_timers(env)`` and
     ``self._on_timer_callbacks = (self._on_timer,)``, and implement ``_finish()`` and

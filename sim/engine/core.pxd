@@ -1,0 +1,1 @@
+# Compiled with Cython (see setup.py); no C types declared: the logic is in core.py.

@@ -1,0 +1,34 @@
+# C types for replica_ar.py when compiled (see setup.py); the logic is in replica_ar.py.
+cimport cython
+from sim.engine.request cimport Request
+from sim.engine.timer cimport TimerDriven
+
+@cython.final
+cdef class ARReplica(TimerDriven):
+    cdef public object _admitted, _blocks_key, _inflight, _mixed, _seg_line, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers, block_bytes
+    cdef public double _anchor, _decode_from, _end_at, _start, acc
+    cdef public long _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
+    cdef public long block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, outstanding, sum_offsets, watermark_blocks
+    cdef public bint _busy, _cuttable
+
+    cpdef long blocks_used(self, long counter)
+    cpdef double kv_bytes_estimate(self, long counter)
+    cpdef _kv_sync(self)
+    @cython.locals(req=Request)
+    cpdef _add_running(self, Request req, long tokens_now)
+    cpdef _remove_running(self, Request req)
+    cpdef submit(self, Request req)
+    cpdef _boundary(self)
+    @cython.locals(req=Request)
+    cpdef _finish_completed(self)
+    @cython.locals(req=Request)
+    cpdef list _admit(self)
+    @cython.locals(req=Request)
+    cpdef bint _head_fits(self, long counter)
+    cpdef _begin(self, list admitted)
+    @cython.locals(r=Request)
+    cpdef double _mixed_cost(self, list admitted)
+    cpdef _cut(self)
+    cpdef _finish(self, end=*)
+    @cython.locals(req=Request)
+    cpdef tuple _finish_mixed(self, double end)

@@ -1,0 +1,118 @@
+"""The compiled engine against its own Python source (``sim/__init__``: ``ENGINE_BUILD``).
+
+setup.py compiles the engine's hot path with Cython from the same ``.py`` files, with C
+types from the ``.pxd`` files beside them. C ``long`` and ``double`` fields could change
+a result where the source would have kept a Python ``int`` where the ``.pxd`` says
+``double`` (exact integer sums against rounded ones), so the compiled build is checked
+against the source build on generated whole scenarios (both engine modes) and on every
+shipped scenario through the CLI: the results must be byte-identical.
+
+Under CI the compiled build must be the one running (else the speed figures in the
+README would not be what CI tests).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from engine_builds import SourceEngine, digest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze
+
+import sim
+
+ROOT = Path(__file__).resolve().parents[3]
+CI = bool(os.environ.get("CI"))
+RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "diffusion-shift", "genai-image", "search-verifier"]
+
+
+def _require_compiled() -> None:
+    if sim.ENGINE_BUILD != "compiled":
+        if CI:
+            pytest.fail(f"CI must run the compiled engine; it runs the source: {sim.ENGINE_BUILD_WHY}")
+        pytest.skip(f"the engine is not compiled here: {sim.ENGINE_BUILD_WHY}")
+
+
+def test_the_compiled_modules_are_the_ones_imported():
+    _require_compiled()
+    import sim.engine.replica_ar
+    import sim.engine.request
+
+    for module in (sim.engine.replica_ar, sim.engine.request):
+        assert Path(module.__file__).suffix == ".so", module.__file__
+
+
+@pytest.fixture(scope="module")
+def source_engine():
+    engine = SourceEngine()
+    yield engine
+    engine.close()
+
+
+def test_the_switch_runs_the_source(source_engine):
+    assert source_engine.build == "source replica_ar.py"
+
+
+@diff_settings(40)
+@given(data=st.data())
+def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+    _require_compiled()
+    scenario = data.draw(scenarios(tmp_path_factory.mktemp("trace")))
+    squeeze(scenario)
+    if not placeable(scenario):
+        return
+    scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
+    assert digest(scenario) == source_engine.digest(scenario)
+
+
+def _dcsim(args: list[str], pure: bool) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DCSIM_PURE_PYTHON="1" if pure else "0")
+    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RUN_SCENARIOS)
+def test_shipped_scenarios_give_the_same_files_in_both_builds(tmp_path, name):
+    _require_compiled()
+    outputs = {}
+    for pure in (False, True):
+        out = tmp_path / ("source" if pure else "compiled")
+        done = _dcsim(["run", f"scenarios/{name}.yaml", "--out", str(out), "--quiet",
+                       "--planner", str(out / "planner.csv"), "--no-headroom"], pure)
+        assert done.returncode == 0, done.stderr
+        outputs[pure] = (done.stdout, {p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outputs[False][0] == outputs[True][0]
+    assert outputs[False][1].keys() == outputs[True][1].keys()
+    for file, data in outputs[False][1].items():
+        assert data == outputs[True][1][file], f"{name}: {file} differs between the builds"
+
+
+def test_an_edit_after_the_build_switches_everything_to_the_source(tmp_path):
+    """A stale extension is never imported: the copy's router.py is newer than its build."""
+    _require_compiled()
+    copy = tmp_path / "sim"
+    shutil.copytree(ROOT / "sim", copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
+    t0 = 1_700_000_000
+    for path in copy.rglob("*"):  # sources at t0, their build 10 s later, then one edit
+        os.utime(path, (t0, t0 + 10 if path.suffix == ".so" else t0))
+    probe = ("import sim, sim.engine.replica_ar as r, sim.engine.request as q; "
+             "print(sim.ENGINE_BUILD, r.__file__.endswith('.py'), q.__file__.endswith('.py'))")
+
+    def imported() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(tmp_path), DCSIM_PURE_PYTHON="0"))
+
+    fresh = imported()
+    assert fresh.stdout.split() == ["compiled", "False", "False"], fresh.stderr
+    os.utime(copy / "engine" / "router.py", (t0, t0 + 20))
+    stale = imported()
+    assert stale.returncode == 0, stale.stderr
+    assert stale.stdout.split() == ["source", "True", "True"]
+    assert "router.py changed after the engine was compiled" in stale.stderr
