@@ -2,10 +2,12 @@
 cimport cython
 from sim.engine.request cimport Request
 from sim.engine.timer cimport TimerDriven
+from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_stretch_time_s
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, _blocks_key, _inflight, _mixed, _seg_line, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers, block_bytes
+    cdef public object _admitted, _blocks_key, _inflight, _mixed, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers, block_bytes
+    cdef public DecodeLine _seg_line
     cdef public double _anchor, _decode_from, _end_at, _start, acc
     cdef public long _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public long block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, outstanding, sum_offsets, watermark_blocks
@@ -25,9 +27,11 @@ cdef class ARReplica(TimerDriven):
     cpdef list _admit(self)
     @cython.locals(req=Request)
     cpdef bint _head_fits(self, long counter)
+    @cython.locals(line=DecodeLine)
     cpdef _begin(self, list admitted)
     @cython.locals(r=Request)
     cpdef double _mixed_cost(self, list admitted)
+    @cython.locals(line=DecodeLine)
     cpdef _cut(self)
     cpdef _finish(self, end=*)
     @cython.locals(req=Request)

@@ -52,7 +52,6 @@ All rates are per replica (summed over its tp chips), in FLOP/s and bytes/s; tim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision
 from sim.errors import UserError
@@ -61,16 +60,25 @@ from sim.models.sram import pipeline_latency_s
 ACTIVATION_BYTES = 2.0  # activations exchanged in 16-bit precision (BF16/FP16)
 
 
-@dataclass(frozen=True, slots=True)
 class DecodeLine:
     """Decode iteration time as a function of the batch's total context C (tokens), batch
-    size fixed: ``t(C) = max(c0 + c1·C, m0 + m1·C) + k`` seconds."""
+    size fixed: ``t(C) = max(c0 + c1·C, m0 + m1·C) + k`` seconds.
 
-    c0: float
-    c1: float
-    m0: float
-    m1: float
-    k: float
+    Memoised per batch size (:meth:`PerfModel.decode_line`) and shared: never mutated.
+    A slotted class, not a dataclass, so that the compiled build can make it an
+    extension type with C double fields (``perf.pxd``)."""
+
+    __slots__ = ("c0", "c1", "m0", "m1", "k")
+
+    def __init__(self, c0: float, c1: float, m0: float, m1: float, k: float) -> None:
+        self.c0 = c0
+        self.c1 = c1
+        self.m0 = m0
+        self.m1 = m1
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"DecodeLine(c0={self.c0!r}, c1={self.c1!r}, m0={self.m0!r}, m1={self.m1!r}, k={self.k!r})"
 
     def time_s(self, context_tokens: float) -> float:
         return max(self.c0 + self.c1 * context_tokens, self.m0 + self.m1 * context_tokens) + self.k
@@ -444,12 +452,14 @@ def _solve_iterations(line: DecodeLine, context0: float, batch: int, n: int, ela
     a1, b1 = line.c0 + line.c1 * context0 + line.k, line.c1 * batch
     a2, b2 = line.m0 + line.m1 * context0 + line.k, line.m1 * batch
     split = _first_index_where_second_wins(a1 - line.k, b1, a2 - line.k, b2, n)
-    first = (a1, b1) if a1 >= a2 else (a2, b2)
-    second = (a2, b2) if a1 >= a2 else (a1, b1)
-    head = _series(first[0], first[1], 0, split)
+    if a1 >= a2:
+        first_a, first_b, second_a, second_b = a1, b1, a2, b2
+    else:
+        first_a, first_b, second_a, second_b = a2, b2, a1, b1
+    head = _series(first_a, first_b, 0, split)
     if elapsed_s < head or split >= n:
-        return _quadratic_count(first[0], first[1], 0, elapsed_s)
-    return split + _quadratic_count(second[0] + second[1] * split, second[1], 0, elapsed_s - head)
+        return _quadratic_count(first_a, first_b, 0, elapsed_s)
+    return split + _quadratic_count(second_a + second_b * split, second_b, 0, elapsed_s - head)
 
 
 def _quadratic_count(a: float, b: float, _start: int, budget: float) -> int:
