@@ -60,7 +60,7 @@ from sim.models.economics import attribute_costs, cost_rates, held_shares
 from sim.results.metrics import (
     MISS_REASONS, PERCENTILES, REJECT_REASONS, TTFT_KINDS, fleet_table, pool_table, _unstable_reason,
 )
-from sim.results.stability import BATCHES, backlog_trend
+from sim.results.stability import BATCHES, backlog_trend, interval_area
 from sim.scenario import Scenario, fleet_workloads
 
 STREAM_AUTO_REQUESTS = 1_000_000
@@ -174,11 +174,8 @@ class WorkloadAccumulator:
             c[f"rejected_{reason}"] += int((reasons == reason).sum())
         # number in system over the window: admitted requests, arrival to completion
         kept = ~rejected_all
-        start = rows["arrival_at_s"].to_numpy()[kept]
-        end = rows["done_at_s"].to_numpy()[kept]
-        end = np.where(np.isnan(end), np.inf, end)
         edges = np.linspace(sc.warmup_s, sc.duration_s, BATCHES + 1)
-        self.area += np.array([np.clip(x - start, 0.0, end - start).sum() for x in edges])
+        self.area += interval_area(rows["arrival_at_s"].to_numpy()[kept], rows["done_at_s"].to_numpy()[kept], edges)
         # tails
         done = rows[g_done]
         for metric in _TAIL_METRICS:
