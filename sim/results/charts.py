@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from fleets.catalog import perf_band
 from sim.results.report_text import MISSING, human, percent, rejections, seconds, usd
 
 PALETTE = qualitative.D3
@@ -70,15 +71,10 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 def perf_bands(scenario, accelerators: Mapping) -> dict[str, tuple[float, list[str]] | None]:
     """Per fleet of ``scenario``: (the performance model's uncertainty band in ±%, the
     accelerators whose efficiency was transferred), or None when every accelerator of
-    the fleet is calibrated. The band is the widest catalog ``efficiency_band_pct`` of
-    the fleet's accelerators, as ``planner.csv`` (``perf_band_pct``) and the text
-    report state it; ``accelerators``: the catalog's accelerators by key."""
-    out: dict[str, tuple[float, list[str]] | None] = {}
-    for fleet in scenario.fleets:
-        keys = list(dict.fromkeys(p.accelerator for p in fleet.pools))
-        moved = [k for k in keys if k in accelerators and accelerators[k].efficiency_band_pct is not None]
-        out[fleet.name] = (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None
-    return out
+    the fleet is calibrated: :func:`fleets.catalog.perf_band`, the rule ``planner.csv``
+    (``perf_band_pct``) and the text report use too; ``accelerators``: the catalog's
+    accelerators by key."""
+    return {fleet.name: perf_band(accelerators, (p.accelerator for p in fleet.pools)) for fleet in scenario.fleets}
 
 
 def band_text(band: tuple[float, list[str]] | None) -> str:
