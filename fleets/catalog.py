@@ -389,6 +389,13 @@ def perf_band(accelerators: dict, keys) -> tuple[float, list[str]] | None:
     return (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None
 
 
+def stage_accelerators(tp: int, ep: int = 1) -> int:
+    """Accelerators per pipeline stage of a replica: its expert-parallel group of ``ep``
+    (a multiple of tp, so attention runs TP-tp in ep / tp groups) when ep > 1, else its
+    tensor-parallel group of ``tp``. A replica holds this × pp accelerators."""
+    return ep if ep > 1 else tp
+
+
 def _lookup(items: dict, key: str, what: str, where: str):
     if key in items:
         return items[key]

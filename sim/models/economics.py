@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 import fleets
+from fleets.catalog import stage_accelerators
 from sim.errors import UserError
 from sim.models.power import activities, pool_power_w
 from sim.scenario import Economics
@@ -152,7 +153,7 @@ def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tu
     layout = pool.layout
     if layout is None:
         return 0.0, 0.0
-    per_replica = max(layout.tp, layout.ep) * layout.pp  # an expert-parallel group spans ep accelerators
+    per_replica = stage_accelerators(layout.tp, layout.ep) * layout.pp
     return activities(layout.accelerator, layout.precision, per_replica, busy_s, flops, bytes_moved)
 
 
