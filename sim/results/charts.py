@@ -18,7 +18,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from fleets.catalog import perf_band
-from sim.results.report_text import MISSING, human, percent, rejections, seconds, usd
+from sim.results.report_text import MISSING, TOKEN_KINDS, human, percent, rejections, seconds, usd
 
 PALETTE = qualitative.D3
 CDF_POINTS = 400
@@ -493,11 +493,22 @@ def pareto_mask(cost: np.ndarray, latency: np.ndarray) -> np.ndarray:
     return mask
 
 
-def pareto_front(sweep: pd.DataFrame, workload: str, latency: str = "e2e_p99_s",
+def pareto_latency(kind: str | None) -> str:
+    """The latency a sweep's Pareto front trades against $/request, for a workload of
+    ``kind``: p99 TTFT for token workloads (autoregressive, diffusion_lm: the wait before
+    the first token), p99 E2E for the others (or an unknown kind). The one rule for the
+    ``Pareto`` flag ``dcsim sweep`` prints and the Pareto chart."""
+    return "ttft_p99_s" if kind in TOKEN_KINDS else "e2e_p99_s"
+
+
+def pareto_front(sweep: pd.DataFrame, workload: str, latency: str | None = None,
                  colors: Mapping[str, str] | None = None) -> go.Figure:
     """$/request vs p99 latency of every sweep point × fleet for one workload; the
-    Pareto-optimal points are joined by a line."""
+    Pareto-optimal points are joined by a line. ``latency`` (a metric name such as
+    ``e2e_p99_s``) defaults to :func:`pareto_latency` of the workload's ``kind`` column."""
     g = sweep[sweep["workload"] == workload] if "workload" in sweep.columns else sweep
+    if latency is None:
+        latency = pareto_latency(g["kind"].iloc[0] if "kind" in g.columns and len(g) else None)
     x_col, y_col = metric_column(g, latency), metric_column(g, "cost_per_request_usd")
     g = g.dropna(subset=[x_col, y_col])
     unit, scale = time_unit(g[x_col].max() if len(g) else math.nan)
