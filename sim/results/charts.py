@@ -417,48 +417,6 @@ def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, ki
                        "%{x:.3~g} FLOP/byte, %{y:.3~s}FLOP/s per chip<extra></extra>")))
 
 
-# --- comparing two fleets -----------------------------------------------------------
-
-def compare_fleets(summary: pd.DataFrame, fleets: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Side by side: metric, A, B (formatted), change of B vs A (fraction) and which is
-    better (lower is better for every metric but SLO attainment)."""
-    fa, fb = (fleets.set_index("fleet").loc[name] for name in (a, b))
-    rows = [
-        ("capex", fa["capex_usd"], fb["capex_usd"], usd, False),
-        ("opex / month", fa["opex_usd_per_month"], fb["opex_usd_per_month"], usd, False),
-        ("IT power max (kW)", fa["it_power_max_kw"], fb["it_power_max_kw"], human, False),
-    ]
-    sa, sb = (summary[summary["fleet"] == name].set_index("workload") for name in (a, b))
-    for workload in sa.index.intersection(sb.index):
-        ra, rb = sa.loc[workload], sb.loc[workload]
-        rows += [
-            (f"{workload}: p99 E2E", ra["e2e_p99_s"], rb["e2e_p99_s"], seconds, False),
-            (f"{workload}: SLO met", ra["slo_attainment"], rb["slo_attainment"], percent, True),
-            (f"{workload}: $/request", ra["cost_per_request_usd"], rb["cost_per_request_usd"], usd, False),
-        ]
-    out = []
-    for metric, va, vb, fmt, higher_better in rows:
-        change = (vb - va) / abs(va) if va and not pd.isna(va) and not pd.isna(vb) else math.nan
-        better = "=" if pd.isna(change) or abs(change) < 0.005 else (b if (change > 0) == higher_better else a)
-        out.append({"metric": metric, a: fmt(va), b: fmt(vb), "change": change, "better": better})
-    return pd.DataFrame(out)
-
-
-def comparison_chart(table: pd.DataFrame, a: str, b: str, colors: Mapping[str, str] | None = None) -> go.Figure:
-    """Horizontal bars of B's change vs A per metric, coloured by the better fleet."""
-    colors = _colors(colors, [a, b])
-    t = table.dropna(subset=["change"]).iloc[::-1]
-    bar_colors = [colors.get(w, "#bbbbbb") if w != "=" else "#bbbbbb" for w in t["better"]]
-    fig = go.Figure(go.Bar(x=t["change"], y=t["metric"], orientation="h", marker_color=bar_colors,
-                           text=[f"{c:+.0%} ({w} better)" if w != "=" else "same" for c, w in zip(t["change"], t["better"])],
-                           textposition="auto", hovertemplate="%{y}: %{x:+.1%}<extra></extra>"))
-    fig.update_layout(title=f"{b} vs {a} (bar colour: the better fleet)",
-                      xaxis=dict(title=f"change of {b} relative to {a} (%)", tickformat="+.0%", zeroline=True),
-                      yaxis=dict(title="metric"), height=max(320, 28 * len(t) + 120),
-                      **{**LAYOUT, "legend_title_text": None})
-    return fig
-
-
 # --- sweeps -------------------------------------------------------------------------
 
 SWEEP_ID_COLUMNS = {"fleet", "workload", "kind", "point", "point_id", "seed", "seeds", "error", "status", "replications"}
