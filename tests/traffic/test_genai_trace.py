@@ -248,3 +248,12 @@ def test_workload_steps_override_the_trace(slice_path):
     data["workloads"]["image"]["steps"] = 4
     req = simulate(parse_scenario(data, "s.yaml")).requests.sort_values("request_id")
     assert req["sample_steps"].tolist() == [4 * n for n in (1, 4, 8, 1, 2)]
+
+
+def test_symlink_loop_is_a_trace_error(tmp_path):
+    """genai_csv paths go through the same resolver as the other trace formats: a
+    symlink loop is a TraceError naming the path, not an OSError/RuntimeError."""
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(loop)
+    with pytest.raises(TraceError, match="loop.csv"):
+        load_genai_trace(loop)
