@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -208,7 +208,7 @@ def test_broken_scenarios_exit_2_naming_the_problem(mutation, work_dir):
     runner = CliRunner()
     counter = itertools.count()
 
-    @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=3)
     @given(case=broken_scenarios(mutation, work_dir))
     def check(case):
         data, expected = case

@@ -18,7 +18,6 @@ import copy
 import io
 import itertools
 import json
-import os
 import re
 import string
 from pathlib import Path
@@ -118,8 +117,7 @@ def work(tmp_path_factory) -> Path:
 
 
 def fuzz_settings(examples: int):
-    return settings(max_examples=examples, deadline=None, derandomize=bool(os.environ.get("CI")),
-                    suppress_health_check=list(HealthCheck), database=None)
+    return settings(max_examples=examples, suppress_health_check=list(HealthCheck), database=None)
 
 
 # --- strategies: each returns (yaml text, [expected substrings]) -------------------------

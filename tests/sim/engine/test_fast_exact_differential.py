@@ -18,7 +18,7 @@ enough to leave requests in flight.
 Examples: ``DCSIM_DIFF_EXAMPLES=N`` sets the number per test (a long local run);
 otherwise the four slow tests run 150, 150, 150 and 120 (570 in all) and the unmarked
 smoke test 12.
-With ``CI`` set, hypothesis is derandomized so a failure reproduces. Every shrunk
+With ``CI`` set, hypothesis is derandomized so a failure reproduces (profile in tests/conftest.py). Every shrunk
 counterexample is kept in ``test_fast_exact_regressions.py``.
 """
 
@@ -37,7 +37,6 @@ from sim.engine.pools import build_pools
 from sim.errors import PlacementError
 from sim.scenario import parse_scenario
 
-CI = bool(os.environ.get("CI"))
 LONG = int(os.environ.get("DCSIM_DIFF_EXAMPLES", "0"))
 ROUTERS = ["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"]
 GPUS = ["h100-sxm", "mi300x", "b200"]
@@ -46,11 +45,7 @@ GPUS = ["h100-sxm", "mi300x", "b200"]
 def diff_settings(examples: int):
     return settings(
         max_examples=LONG or examples,
-        deadline=None,
-        derandomize=CI,
-        database=None if CI else settings.default.database,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-        print_blob=True,
     )
 
 

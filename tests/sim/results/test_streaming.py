@@ -18,7 +18,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import sim.engine.outcomes as outcomes
 from sim.errors import UserError
@@ -265,8 +265,7 @@ def test_streamed_cells_of_three_fleets_with_journeys_across_pools():
     pd.testing.assert_frame_equal(memory.fleets, streamed.fleets, check_exact=False, rtol=1e-9)
 
 
-@settings(max_examples=6, deadline=None, derandomize=bool(os.environ.get("CI")),
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6)
 @given(rate=st.floats(1.0, 30.0), replicas=st.integers(1, 3), warmup=st.floats(0.0, 10.0),
        drain=st.sampled_from([0.0, 5.0, 600.0]), seed=st.integers(0, 2**16),
        ttft=st.sampled_from([0.05, 0.5, 5.0]))
