@@ -165,10 +165,24 @@ def test_streamed_requests_file_is_byte_identical_for_the_same_seed(tmp_path):
     assert len(pd.read_parquet(first / "requests.parquet")) > 300
 
 
-def test_auto_streams_only_above_the_documented_size():
-    small = run_scenario(_chat(2.0, 1, duration_s=30.0))
-    assert small.scenario.engine.stream == "auto" and not small.streamed
-    assert STREAM_AUTO_REQUESTS == 1_000_000
+def test_auto_streams_only_above_the_threshold(monkeypatch):
+    """``engine.stream: auto``: a run whose demand is one request above the threshold
+    streams, one at the threshold does not (threshold moved to this run's demand)."""
+    import sim.results.streaming as streaming
+    from sim.engine.demand import generate_demand
+
+    scenario = _chat(2.0, 1, duration_s=30.0)
+    assert scenario.engine.stream == "auto"
+    n = sum(len(d) for d in generate_demand(scenario).values())
+    monkeypatch.setattr(streaming, "STREAM_AUTO_REQUESTS", n - 1)
+    assert run_scenario(scenario).streamed
+    monkeypatch.setattr(streaming, "STREAM_AUTO_REQUESTS", n)
+    assert not run_scenario(scenario).streamed
+
+
+def test_readme_states_the_auto_threshold():
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    assert f"stream above {STREAM_AUTO_REQUESTS:,} requests" in readme
 
 
 def test_bulk_sketch_add_equals_one_by_one():
