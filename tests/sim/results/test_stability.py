@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from queueing_theory import erlang_c_lq
 from scenario_cases import make_scenario
 
 from sim.engine.core import simulate
@@ -39,15 +40,6 @@ def mmc(rate: float, seed: int, duration_s: float = DURATION_S, warmup_s: float 
         [pool], duration_s=duration_s, warmup_s=warmup_s, drain_s=drain_s, seed=seed,
         fleets=[{"name": "mmc", "router": "central_queue", "pools": [pool]}],
     )
-
-
-def erlang_c_lq(rate: float, service_rate: float, servers: int) -> float:
-    """Mean number waiting in an M/M/c queue (Erlang C), computed independently."""
-    a = rate / service_rate
-    rho = a / servers
-    top = a**servers / math.factorial(servers) / (1 - rho)
-    p_wait = top / (sum(a**k / math.factorial(k) for k in range(servers)) + top)
-    return p_wait * rho / (1 - rho)
 
 
 @pytest.mark.parametrize("seed", range(1, 7))
