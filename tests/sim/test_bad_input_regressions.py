@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_cases import dcsim
+from sweep_cases import write_sweep
 
 from sim.cli import main
-from sweep_cases import write_sweep
-from test_fuzz_scenarios import dcsim
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,7 @@ entry point in subprocesses. Under CI the examples are derandomized (fixed seed)
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import itertools
 import json
 import re
@@ -24,10 +22,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_cases import dcsim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.cli import main
 from sim.loader import resolve_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,18 +76,6 @@ def dotted(path) -> str:
 
 
 # --- running ---------------------------------------------------------------------------
-
-def dcsim(args: list[str]) -> tuple[int, str, str]:
-    """``sim.cli.main(args)`` in-process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
-
 
 def assert_refused(directory: Path, text: str, expected: list[str], command: str = "run", name: str = "case") -> None:
     n = next(_ids)

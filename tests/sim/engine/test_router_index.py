@@ -271,7 +271,7 @@ def test_central_queue_queues_when_every_eligible_replica_is_full():
 
 
 # --- 2. whole runs -------------------------------------------------------------------------
-from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze  # noqa: E402
+from scenario_strategies import diff_settings, placeable, scenarios, squeeze  # noqa: E402
 
 from sim.scenario import parse_scenario  # noqa: E402
 
