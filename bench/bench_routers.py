@@ -14,8 +14,10 @@ H100-SXM TP4 FP8 replicas, at ``--per-replica-rate`` requests/s per replica (def
 as CPU time of this process (``time.process_time``), so other processes on a shared
 machine disturb it less than wall time; figures are medians of ``--repeats`` runs.
 
-``--tree`` runs another source tree (e.g. ``git archive <commit> | tar -x -C /tmp/old``
-with ``/tmp/shared`` -> the shared data) so before/after can be compared on one machine.
+``--tree`` runs another source tree (e.g. ``git archive <commit> | tar -x -C /tmp/old``)
+so before/after can be compared on one machine; the scenario comes from this tree's
+``bench_engine.build_scenario`` (the trace from this repository's ../shared/data) and is
+parsed by the measured tree.
 
 Printed per router and replica count: requests, µs of CPU per request, SimPy events per
 request, and the ratio of µs/request to the smallest replica count (target of issue 14:
@@ -36,53 +38,26 @@ ROUTERS = ("round_robin", "least_outstanding", "join_shortest_queue", "central_q
 TARGET_RATIO = 1.25
 
 
-def build(tree: Path, replicas: int, router: str, per_replica_rate: float, requests: int):
+def build(replicas: int, router: str, per_replica_rate: float, requests: int):
+    """bench_engine's scenario (:func:`bench_engine.build_scenario`: same model, trace
+    lengths, pool and SLO) at ``replicas`` replicas behind ``router``, with a longer
+    drain so every request finishes. Imported here, after ``main`` has put the measured
+    tree's ``sim`` first, so the scenario is parsed by that tree."""
+    from bench_engine import build_scenario
     from sim.scenario import parse_scenario
 
-    trace = tree.parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
-    if not trace.is_file():
-        sys.exit(f"bench_routers: trace file not found: {trace}")
-
-    def empirical(field: str) -> dict:
-        return {"kind": "empirical", "trace": {"path": str(trace), "format": "azure_csv", "field": field}}
-
     rate = per_replica_rate * replicas
-    data = {
-        "name": "bench-routers",
-        "seed": 7,
-        "duration_s": requests / rate,
-        "warmup_s": 0.0,
-        "drain_s": 3600.0,
-        "engine": {"mode": "fast"},
-        "workloads": {
-            "chat": {
-                "kind": "autoregressive",
-                "model": "llama-3-70b",
-                "arrival": {"kind": "poisson", "rate_per_s": rate},
-                "prompt_tokens": empirical("prompt_tokens"),
-                "output_tokens": empirical("output_tokens"),
-                "slo": {"ttft_s": 2.0, "tpot_s": 0.1},
-            }
-        },
-        "fleets": [
-            {
-                "name": "h100-tp4",
-                "router": router,
-                "pools": [
-                    {"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": replicas,
-                     "tp": 4, "precision": "fp8"}
-                ],
-            }
-        ],
-    }
+    data = build_scenario(requests / rate, rate, replicas, "fast").model_dump(mode="json")
+    data["fleets"][0]["router"] = router
+    data.update(name="bench-routers", drain_s=3600.0)
     return parse_scenario(data, "bench_routers")
 
 
-def measure(tree: Path, replicas: int, router: str, args) -> dict:
+def measure(replicas: int, router: str, args) -> dict:
     from sim.engine.core import simulate
     from sim.engine.demand import generate_demand
 
-    scenario = build(tree, replicas, router, args.per_replica_rate, args.requests)
+    scenario = build(replicas, router, args.per_replica_rate, args.requests)
     demand = generate_demand(scenario)
     n = sum(len(d) for d in demand.values())
     cpu, events = [], 0
@@ -118,7 +93,7 @@ def main(argv=None) -> int:
     for router in args.routers:
         base = None
         for replicas in args.replicas:
-            r = measure(tree, replicas, router, args)
+            r = measure(replicas, router, args)
             base = base or r["us_per_request"]
             r["ratio"] = r["us_per_request"] / base
             out.setdefault(router, {})[replicas] = r

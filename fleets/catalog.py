@@ -338,12 +338,10 @@ class Catalog:
         return _lookup(self.models, key, "model", where)
 
     def band_pct(self, keys) -> float | None:
-        """Uncertainty band (±%) of a prediction on accelerators ``keys``: the widest
-        ``efficiency_band_pct`` among them (transferred rows); None when every one is
-        calibrated.  Unknown keys raise UserError."""
-        bands = [self.accelerator(k).efficiency_band_pct for k in keys]
-        bands = [b for b in bands if b is not None]
-        return max(bands) if bands else None
+        """Uncertainty band (±%) of a prediction on accelerators ``keys`` (see
+        :func:`perf_band`); None when every one is calibrated.  Unknown keys raise UserError."""
+        band = perf_band(self.accelerators, keys)
+        return None if band is None else band[0]
 
     def accelerators_table(self) -> pd.DataFrame:
         """Key numbers per accelerator in human units (unit in each column name)."""
@@ -378,6 +376,24 @@ class Catalog:
     def models_table(self) -> pd.DataFrame:
         """Key numbers per model in human units (unit in each column name)."""
         return pd.DataFrame([_model_row(m) for m in self.models.values()]).convert_dtypes()
+
+
+def perf_band(accelerators: dict, keys) -> tuple[float, list[str]] | None:
+    """The one perf-band rule: a prediction on accelerators ``keys`` (a fleet's) is as
+    uncertain as its least certain chip, so its band (±%) is the widest
+    ``efficiency_band_pct`` among them. Returns (band, the keys whose efficiency was
+    transferred, in first-seen order), or None when every one is calibrated.
+    ``accelerators``: the catalog's, by key; unknown keys raise UserError."""
+    keys = list(dict.fromkeys(keys))
+    moved = [k for k in keys if _lookup(accelerators, k, "accelerator", "").efficiency_band_pct is not None]
+    return (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None
+
+
+def stage_accelerators(tp: int, ep: int = 1) -> int:
+    """Accelerators per pipeline stage of a replica: its expert-parallel group of ``ep``
+    (a multiple of tp, so attention runs TP-tp in ep / tp groups) when ep > 1, else its
+    tensor-parallel group of ``tp``. A replica holds this × pp accelerators."""
+    return ep if ep > 1 else tp
 
 
 def _lookup(items: dict, key: str, what: str, where: str):

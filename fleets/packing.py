@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from fleets.catalog import Accelerator
+from fleets.catalog import Accelerator, stage_accelerators
 from fleets.placement import PoolLayout
 
 
@@ -114,8 +114,7 @@ def pack_fleet(layouts: list[PoolLayout]) -> FleetPacking:
     types, shares = [], {}
     for group in by_type.values():
         acc = group[0].accelerator
-        # a stage's group: tp accelerators, or ep under expert parallelism
-        tp_groups = [max(lay.tp, lay.ep) for lay in group for _ in range(lay.replicas * lay.pp)]
+        tp_groups = [stage_accelerators(lay.tp, lay.ep) for lay in group for _ in range(lay.replicas * lay.pp)]
         nodes = pack_groups(acc, tp_groups)
         accelerators = sum(lay.accelerators for lay in group)
         per_rack = min(lay.nodes_per_rack for lay in group)

@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass
 
 from sim.errors import PlacementError
-from fleets.catalog import PRECISIONS, Accelerator, Model, default_attention_precision, default_kv_precision
+from fleets.catalog import (
+    PRECISIONS, Accelerator, Model, default_attention_precision, default_kv_precision, stage_accelerators,
+)
 
 GB = 1e9
 # Tolerance when dividing a power budget by node power (e.g. 18 x 6666.67 W in 120 kW).
@@ -205,7 +207,7 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
                       model, acc, where)
     _check_parallelism(tp, pp, model, acc, where)
     _check_expert_parallel(ep, tp, model, acc, where)
-    group = ep if ep > 1 else tp
+    group = stage_accelerators(tp, ep)
     weight_bytes = model.replica_weight_bytes(precision, tp, ep)
     memory_bytes = group * pp * acc.memory_bytes * memory_utilization
     need = {"weights": weight_bytes,

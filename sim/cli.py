@@ -186,13 +186,10 @@ def run(
 
 
 def _run_cells(scenario: Scenario, cells: int, dask: Optional[str], workers: Optional[int]):
-    from sim.studies.cells import cell_scenario, run_cells
+    from sim.studies.cells import run_cells
     from sim.studies.sweep import make_executor
 
-    for fleet in scenario.fleets:
-        cell_scenario(scenario, fleet.name, cells)  # refuse before starting any worker
-    with make_executor(dask, workers) as executor:
-        return run_cells(scenario, cells, executor)
+    return run_cells(scenario, cells, lambda: make_executor(dask, workers))  # checks --cells before any worker starts
 
 
 # --- catalog and schema -------------------------------------------------------------

@@ -24,13 +24,14 @@ from traffic.arrivals import ArrivalProcess as Arrival
 from traffic.distributions import (
     AZURE_CONV_OUTPUT_LOGNORMAL,
     AZURE_CONV_PROMPT_LOGNORMAL,
+    MAX_SAMPLED_TOKENS,
     Distribution,
 )
 
 MAX_SPAN_S = 30 * 86400
 """Longest duration, warm-up, drain or SLO bound (30 days, in seconds)."""
-MAX_TOKENS = 10_000_000
-"""Largest token count of any field or trace row."""
+MAX_TOKENS = MAX_SAMPLED_TOKENS
+"""Largest token count of any field or trace row (and of any draw: ``sample_tokens`` clips there)."""
 MAX_REPLICAS_PER_POOL = 100_000
 """Most replicas of one pool; also keeps two pools' replica event priorities apart
 (:func:`sim.engine.timer.replica_priority`)."""
@@ -496,8 +497,13 @@ def _explicit_values(dist) -> list[float]:
 
 def _check_count_distributions(name: str, wl) -> None:
     """Token counts within [0, MAX_TOKENS] (larger would overflow the engine's int64
-    arithmetic); diffusion-LM steps integers in [1, MAX_DIFFUSION_LM_STEPS] from a
-    bounded distribution (0.3 or 1e12 steps are refused, not rounded)."""
+    arithmetic): a distribution that can draw more (its largest value: a constant, a
+    choice or empirical value, uniform ``high``, lognormal ``max``) is refused, and so is
+    an unbounded one (exponential, lognormal without ``max``) whose mean is beyond it;
+    an unbounded tail's rare draws above it are clipped by
+    :func:`traffic.distributions.sample_tokens`. Diffusion-LM steps integers in
+    [1, MAX_DIFFUSION_LM_STEPS] from a bounded distribution (0.3 or 1e12 steps are
+    refused, not rounded)."""
     for field in ("prompt_tokens", "output_tokens"):
         dist = getattr(wl, field, None)
         if isinstance(dist, BaseModel):
@@ -505,9 +511,10 @@ def _check_count_distributions(name: str, wl) -> None:
                 mean = float(dist.mean)
             except (OverflowError, ValueError):
                 mean = math.inf
-            if not mean <= MAX_TOKENS or max(_explicit_values(dist), default=0) > MAX_TOKENS:
-                raise ValueError(f"workloads.{name}.{field}: token counts must be at most {MAX_TOKENS:,} "
-                                 f"(mean {mean:g}); lower the distribution")
+            high = float(dist.observed().max()) if dist.kind == "empirical" else _support_max(dist)
+            if not mean <= MAX_TOKENS or (math.isfinite(high) and high > MAX_TOKENS):
+                raise ValueError(f"workloads.{name}.{field}: token counts must be at most {MAX_TOKENS:,}; this "
+                                 f"distribution draws up to {high:g} (mean {mean:g}): lower it")
     steps = getattr(wl, "steps", None)
     if wl.kind == "diffusion_lm" and isinstance(steps, BaseModel):
         high = _support_max(steps)

@@ -144,3 +144,15 @@ def test_the_checker_finds_what_it_looks_for():
     assert upward([("sim.results.planner_csv", "sim.studies.sweep_spec")])
     assert upward([("sim.engine.core", "sim.models.perf")]) == []
     assert resolve("sim.engine.core.simulate", MODULES) == "sim.engine.core"
+
+
+def test_test_modules_import_helpers_not_other_tests():
+    """Shared test code lives in helper modules under tests/ (scenario_cases.py,
+    scenario_strategies.py, queueing_theory.py, cli_cases.py, ...), never in a test module."""
+    offenders = []
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    assert not offenders

@@ -65,7 +65,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from sim.errors import TraceError
 from traffic.limits import check_count
-from traffic.traces import FilePath
+from traffic.traces import FilePath, resolve_trace_file
 
 
 def _instant(value):
@@ -135,14 +135,11 @@ def load_genai_trace(path: str | Path) -> GenaiTrace:
     """Read a genai_csv file (cached by resolved path and modification time).
 
     Raises:
-        TraceError: missing file, missing column, or a malformed row (see module doc).
+        TraceError: unresolvable path (a symlink loop) or missing file
+            (:func:`traffic.traces.resolve_trace_file`), missing column, or a malformed
+            row (see module doc).
     """
-    resolved = Path(path).expanduser().resolve()
-    if not resolved.is_file():
-        raise TraceError(
-            f"trace file not found: {path} (resolved to {resolved}; relative paths are "
-            f"resolved from the current directory {Path.cwd()})"
-        )
+    resolved = resolve_trace_file(path)
     return _load_cached(resolved, resolved.stat().st_mtime_ns)
 
 

@@ -116,6 +116,16 @@ def load_trace(path: str | Path, format: str) -> Trace:
     """
     if format not in TRACE_FORMATS:
         raise TraceError(f"{path}: trace format {format!r} is not one of {list(TRACE_FORMATS)}")
+    resolved = resolve_trace_file(path)
+    return _load_cached(resolved, resolved.stat().st_mtime_ns, format)
+
+
+def resolve_trace_file(path: str | Path) -> Path:
+    """The absolute, symlink-free path of the trace file ``path`` (``~`` expanded,
+    relative to the current directory), shared by every trace reader.
+
+    Raises:
+        TraceError: the path cannot be resolved (a symlink loop) or is not a file."""
     try:
         resolved = Path(path).expanduser().resolve()
     except (OSError, RuntimeError) as err:  # a symlink loop
@@ -125,7 +135,7 @@ def load_trace(path: str | Path, format: str) -> Trace:
             f"trace file not found: {path} (resolved to {resolved}; relative paths are "
             f"resolved from the current directory {Path.cwd()})"
         )
-    return _load_cached(resolved, resolved.stat().st_mtime_ns, format)
+    return resolved
 
 
 @lru_cache(maxsize=16)

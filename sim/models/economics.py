@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 import fleets
+from fleets.catalog import stage_accelerators
 from sim.errors import UserError
 from sim.models.power import activities, pool_power_w
 from sim.scenario import Economics
@@ -152,7 +153,7 @@ def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tu
     layout = pool.layout
     if layout is None:
         return 0.0, 0.0
-    per_replica = max(layout.tp, layout.ep) * layout.pp  # an expert-parallel group spans ep accelerators
+    per_replica = stage_accelerators(layout.tp, layout.ep) * layout.pp
     return activities(layout.accelerator, layout.precision, per_replica, busy_s, flops, bytes_moved)
 
 
@@ -191,6 +192,23 @@ _BILLS = {
 }
 
 
+def held_shares(requests: pd.DataFrame, pool_shares: pd.DataFrame | None) -> pd.DataFrame:
+    """The replica-seconds each of ``requests`` held, one row per (request, pool):
+    columns ``request_id``, ``pool``, ``busy_share_s``. The rows of ``pool_shares``
+    (requests whose journey crossed pools) are taken as they are; every other request
+    held only its own ``pool`` for its ``busy_share_s``, and a request never served
+    (``pool`` "") held nothing. The one cost-split rule: :func:`attribute_costs` and the
+    streamed summary (``sim/results/streaming.py``) both bill these rows."""
+    crossed = pool_shares is not None and not pool_shares.empty
+    single = requests["pool"] != ""
+    if crossed:
+        single &= ~requests["request_id"].isin(pool_shares["request_id"])
+    return pd.concat(
+        [requests.loc[single, ["request_id", "pool", "busy_share_s"]], pool_shares if crossed else None],
+        ignore_index=True,
+    )
+
+
 def attribute_costs(
     requests: pd.DataFrame, pools: pd.DataFrame, end_s: float, pool_shares: pd.DataFrame | None = None,
     ownership: str = "own", totals: pd.Series | None = None,
@@ -208,12 +226,7 @@ def attribute_costs(
     streaming run passes it to cost one batch of rows at a time.
     """
     out = requests.copy(deep=False)  # new columns only: the request columns stay shared
-    multi = set() if pool_shares is None or pool_shares.empty else set(pool_shares["request_id"])
-    single = (out["pool"] != "") & ~out["request_id"].isin(multi)
-    shares = pd.concat(
-        [out.loc[single, ["request_id", "pool", "busy_share_s"]], pool_shares if multi else None],
-        ignore_index=True,
-    )
+    shares = held_shares(out, pool_shares)
     if totals is None:
         totals = shares.groupby("pool")["busy_share_s"].sum()
     for column, rate in cost_rates(pools, end_s, totals).items():

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 
-from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision
+from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision, stage_accelerators
 from sim.errors import UserError
 from sim.models.sram import pipeline_latency_s
 
@@ -122,7 +122,7 @@ class PerfModel:
         self.kv_precision = kv_precision or default_kv_precision(precision)
         self.attention_precision = attention_precision or default_attention_precision(self.kv_precision)
         self.ep = ep if ep > 1 and model.is_moe else 1
-        group = self.ep if self.ep > 1 else tp  # accelerators per pipeline stage
+        group = stage_accelerators(tp, self.ep)  # accelerators per pipeline stage
         self.peak_flops = accelerator.peak_flops(precision) * group
         attention_peak = accelerator.peak_flops(self.attention_precision) * group
         self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * group

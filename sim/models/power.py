@@ -30,6 +30,7 @@ import fleets
 from fleets.catalog import Accelerator
 
 POWER_CSV = Path(fleets.__file__).parent / "data" / "power.csv"
+ACCELERATORS_CSV = POWER_CSV.with_name("accelerators.csv")
 REFERENCE_TYPE = "h100-sxm"
 
 
@@ -49,6 +50,14 @@ def load_power_table(path: Path = POWER_CSV) -> dict[str, dict]:
     return {r["key"]: r for r in pd.read_csv(path).to_dict("records")}
 
 
+@lru_cache(maxsize=4)
+def reference_tdp_w(path: Path = ACCELERATORS_CSV) -> float:
+    """TDP (W) of :data:`REFERENCE_TYPE` as shipped in ``fleets/data/accelerators.csv``
+    (700 W for the H100 SXM; the source is in that row), the denominator of the
+    reference idle fraction."""
+    return float(pd.read_csv(path).set_index("key").loc[REFERENCE_TYPE, "tdp_w"])
+
+
 def coefficients(acc: Accelerator, table: dict[str, dict] | None = None) -> PowerCoefficients:
     """The power coefficients of ``acc`` (its own row, else the reference type's
     fractions scaled to its TDP, marked ``assumed``)."""
@@ -58,7 +67,7 @@ def coefficients(acc: Accelerator, table: dict[str, dict] | None = None) -> Powe
         return PowerCoefficients(float(row["idle_w"]), float(row["memory_bound_dynamic_fraction"]),
                                  float(row["host_idle_fraction"]), str(row["status"]))
     ref = table[REFERENCE_TYPE]
-    idle_fraction = float(ref["idle_w"]) / 700.0  # h100-sxm TDP (fleets/data/accelerators.csv)
+    idle_fraction = float(ref["idle_w"]) / reference_tdp_w()  # h100-sxm TDP (fleets/data/accelerators.csv)
     return PowerCoefficients(idle_fraction * acc.tdp_w, float(ref["memory_bound_dynamic_fraction"]),
                              float(ref["host_idle_fraction"]), "assumed")
 

@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from sim.results.report_text import MISSING, human, percent, rejections, seconds, usd
+from fleets.catalog import perf_band
+from sim.results.report_text import MISSING, TOKEN_KINDS, human, percent, rejections, seconds, usd
 
 PALETTE = qualitative.D3
 CDF_POINTS = 400
@@ -70,15 +71,10 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 def perf_bands(scenario, accelerators: Mapping) -> dict[str, tuple[float, list[str]] | None]:
     """Per fleet of ``scenario``: (the performance model's uncertainty band in ±%, the
     accelerators whose efficiency was transferred), or None when every accelerator of
-    the fleet is calibrated. The band is the widest catalog ``efficiency_band_pct`` of
-    the fleet's accelerators, as ``planner.csv`` (``perf_band_pct``) and the text
-    report state it; ``accelerators``: the catalog's accelerators by key."""
-    out: dict[str, tuple[float, list[str]] | None] = {}
-    for fleet in scenario.fleets:
-        keys = list(dict.fromkeys(p.accelerator for p in fleet.pools))
-        moved = [k for k in keys if k in accelerators and accelerators[k].efficiency_band_pct is not None]
-        out[fleet.name] = (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None
-    return out
+    the fleet is calibrated: :func:`fleets.catalog.perf_band`, the rule ``planner.csv``
+    (``perf_band_pct``) and the text report use too; ``accelerators``: the catalog's
+    accelerators by key."""
+    return {fleet.name: perf_band(accelerators, (p.accelerator for p in fleet.pools)) for fleet in scenario.fleets}
 
 
 def band_text(band: tuple[float, list[str]] | None) -> str:
@@ -421,48 +417,6 @@ def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, ki
                        "%{x:.3~g} FLOP/byte, %{y:.3~s}FLOP/s per chip<extra></extra>")))
 
 
-# --- comparing two fleets -----------------------------------------------------------
-
-def compare_fleets(summary: pd.DataFrame, fleets: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Side by side: metric, A, B (formatted), change of B vs A (fraction) and which is
-    better (lower is better for every metric but SLO attainment)."""
-    fa, fb = (fleets.set_index("fleet").loc[name] for name in (a, b))
-    rows = [
-        ("capex", fa["capex_usd"], fb["capex_usd"], usd, False),
-        ("opex / month", fa["opex_usd_per_month"], fb["opex_usd_per_month"], usd, False),
-        ("IT power max (kW)", fa["it_power_max_kw"], fb["it_power_max_kw"], human, False),
-    ]
-    sa, sb = (summary[summary["fleet"] == name].set_index("workload") for name in (a, b))
-    for workload in sa.index.intersection(sb.index):
-        ra, rb = sa.loc[workload], sb.loc[workload]
-        rows += [
-            (f"{workload}: p99 E2E", ra["e2e_p99_s"], rb["e2e_p99_s"], seconds, False),
-            (f"{workload}: SLO met", ra["slo_attainment"], rb["slo_attainment"], percent, True),
-            (f"{workload}: $/request", ra["cost_per_request_usd"], rb["cost_per_request_usd"], usd, False),
-        ]
-    out = []
-    for metric, va, vb, fmt, higher_better in rows:
-        change = (vb - va) / abs(va) if va and not pd.isna(va) and not pd.isna(vb) else math.nan
-        better = "=" if pd.isna(change) or abs(change) < 0.005 else (b if (change > 0) == higher_better else a)
-        out.append({"metric": metric, a: fmt(va), b: fmt(vb), "change": change, "better": better})
-    return pd.DataFrame(out)
-
-
-def comparison_chart(table: pd.DataFrame, a: str, b: str, colors: Mapping[str, str] | None = None) -> go.Figure:
-    """Horizontal bars of B's change vs A per metric, coloured by the better fleet."""
-    colors = _colors(colors, [a, b])
-    t = table.dropna(subset=["change"]).iloc[::-1]
-    bar_colors = [colors.get(w, "#bbbbbb") if w != "=" else "#bbbbbb" for w in t["better"]]
-    fig = go.Figure(go.Bar(x=t["change"], y=t["metric"], orientation="h", marker_color=bar_colors,
-                           text=[f"{c:+.0%} ({w} better)" if w != "=" else "same" for c, w in zip(t["change"], t["better"])],
-                           textposition="auto", hovertemplate="%{y}: %{x:+.1%}<extra></extra>"))
-    fig.update_layout(title=f"{b} vs {a} (bar colour: the better fleet)",
-                      xaxis=dict(title=f"change of {b} relative to {a} (%)", tickformat="+.0%", zeroline=True),
-                      yaxis=dict(title="metric"), height=max(320, 28 * len(t) + 120),
-                      **{**LAYOUT, "legend_title_text": None})
-    return fig
-
-
 # --- sweeps -------------------------------------------------------------------------
 
 SWEEP_ID_COLUMNS = {"fleet", "workload", "kind", "point", "point_id", "seed", "seeds", "error", "status", "replications"}
@@ -497,11 +451,22 @@ def pareto_mask(cost: np.ndarray, latency: np.ndarray) -> np.ndarray:
     return mask
 
 
-def pareto_front(sweep: pd.DataFrame, workload: str, latency: str = "e2e_p99_s",
+def pareto_latency(kind: str | None) -> str:
+    """The latency a sweep's Pareto front trades against $/request, for a workload of
+    ``kind``: p99 TTFT for token workloads (autoregressive, diffusion_lm: the wait before
+    the first token), p99 E2E for the others (or an unknown kind). The one rule for the
+    ``Pareto`` flag ``dcsim sweep`` prints and the Pareto chart."""
+    return "ttft_p99_s" if kind in TOKEN_KINDS else "e2e_p99_s"
+
+
+def pareto_front(sweep: pd.DataFrame, workload: str, latency: str | None = None,
                  colors: Mapping[str, str] | None = None) -> go.Figure:
     """$/request vs p99 latency of every sweep point × fleet for one workload; the
-    Pareto-optimal points are joined by a line."""
+    Pareto-optimal points are joined by a line. ``latency`` (a metric name such as
+    ``e2e_p99_s``) defaults to :func:`pareto_latency` of the workload's ``kind`` column."""
     g = sweep[sweep["workload"] == workload] if "workload" in sweep.columns else sweep
+    if latency is None:
+        latency = pareto_latency(g["kind"].iloc[0] if "kind" in g.columns and len(g) else None)
     x_col, y_col = metric_column(g, latency), metric_column(g, "cost_per_request_usd")
     g = g.dropna(subset=[x_col, y_col])
     unit, scale = time_unit(g[x_col].max() if len(g) else math.nan)

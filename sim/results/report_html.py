@@ -95,10 +95,6 @@ def run_figures(results: Results, accelerators) -> list[tuple[str, go.Figure]]:
     if len(results.timeseries) and "run_end_s" in results.pools.columns:
         power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
         figs.append(("Power over the run", charts.power_over_time_chart(coarsen(fleet_power_over_time(power), 300), colors)))
-    names = list(results.fleets["fleet"])
-    for other in names[1:]:
-        table = charts.compare_fleets(results.summary, results.fleets, names[0], other)
-        figs.append((f"{other} vs {names[0]}", charts.comparison_chart(table, names[0], other, colors)))
     return figs
 
 
@@ -139,6 +135,32 @@ def _fleet_card(fleet: pd.Series, summary: pd.DataFrame, color: str, band=None, 
             f"<div class='muted'>{html.escape(str(fleet['accelerators']))}</div>{kpis}<div class='wide'>{table}</div></div>")
 
 
+def _comparison(results: Results, colors: dict, bands: dict) -> str:
+    """Every KPI of every fleet side by side, as the dashboard's compare tab
+    (:func:`charts.compare_all` over all N fleets; ``bands``: :func:`charts.perf_bands`),
+    the best value per row in its fleet's colour; "" with a single fleet."""
+    names = list(results.fleets["fleet"])
+    if len(names) < 2:
+        return ""
+    band_pct = {name: None if band is None else band[0] for name, band in bands.items()}
+    table = charts.compare_all(results.summary, results.fleets, band_pct)
+    shown = charts.format_comparison(table, names)
+    columns = ["scope", "metric", *names, "best", "spread", "beyond_band"]
+    head = "".join(f"<th>{html.escape(str(c).replace('_', ' '))}</th>" for c in columns)
+    rows = []
+    for (_, row), best in zip(shown.iterrows(), table["best"]):
+        cells = [f"<td style='background:{colors.get(best, '#ddd')}33;font-weight:600'>" if c == best and c in names
+                 else "<td>" for c in columns]
+        rows.append("<tr>" + "".join(f"{td}{html.escape(str(row[c]))}</td>" for td, c in zip(cells, columns)) + "</tr>")
+    known = {k: v for k, v in band_pct.items() if v is not None}
+    note = ("Best value per row in its fleet's colour; spread: worst / best − 1; "
+            + (f"beyond band: the spread exceeds the performance model's widest uncertainty band "
+               f"(±{max(known.values()):g}% on {', '.join(known)})." if known
+               else "every accelerator compared is calibrated: no uncertainty band applies."))
+    return (f"<h2>Compare fleets</h2><p class='muted'>{html.escape(note)}</p>"
+            f"<div class='wide'><table class='compare'><tr>{head}</tr>{''.join(rows)}</table></div>")
+
+
 def _page(title: str, subtitle: str, body: str) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>"
@@ -159,7 +181,8 @@ def run_report_html(results: Results, accelerators) -> str:
                     for _, f in results.fleets.iterrows())
     subtitle = (f"{sc.description.strip() or sc.name} — seed {sc.seed}, {sc.duration_s:g} s of arrivals "
                 f"after {sc.warmup_s:g} s warm-up, {len(sc.fleets)} fleet(s)")
-    return _page(f"dcsim run: {sc.name}", subtitle, f"<div class='cards'>{cards}</div>" + _figures_html(run_figures(results, accelerators)))
+    body = f"<div class='cards'>{cards}</div>" + _comparison(results, colors, bands)
+    return _page(f"dcsim run: {sc.name}", subtitle, body + _figures_html(run_figures(results, accelerators)))
 
 
 def sweep_report_html(sweep: pd.DataFrame, name: str) -> str:

@@ -246,15 +246,14 @@ def _intensity(p: pd.Series) -> str:
 
 def _band_line(pools: pd.DataFrame) -> str:
     """How sure the fleet's latency, throughput and cost are (catalog efficiency status)."""
+    from fleets.catalog import perf_band
     from fleets.catalog_io import load_catalog
 
-    catalog = load_catalog()
     keys = sorted(set(pools["accelerator"])) if "accelerator" in pools.columns else []
-    band = catalog.band_pct(keys)
+    band = perf_band(load_catalog().accelerators, keys)
     if band is None:
         return "calibrated accelerators (MLPerf fit): no transfer band"
-    moved = [k for k in keys if catalog.accelerator(k).efficiency_band_pct is not None]
-    return (f"±{band:.0f}% on latency, throughput and cost ({', '.join(moved)}: efficiency transferred, "
+    return (f"±{band[0]:.0f}% on latency, throughput and cost ({', '.join(band[1])}: efficiency transferred, "
             f"not measured; dcsim catalog)")
 
 

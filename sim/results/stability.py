@@ -91,12 +91,19 @@ def batch_means_of_intervals(start_s: np.ndarray, end_s: np.ndarray, t0_s: float
     """Exact time-average number of open intervals [start, end) in each of ``batches``
     equal batches of [t0_s, t1_s) (end NaN = still open). For requests: the number in
     system, from arrival to completion."""
-    start = np.asarray(start_s, dtype=float)
-    end = np.where(np.isnan(end_s), np.inf, np.asarray(end_s, dtype=float))
     edges = np.linspace(t0_s, t1_s, batches + 1)
-    # ∫_{-∞}^{x} N(t) dt = Σ clip(x − start, 0, end − start), at every batch edge
-    area = np.array([np.clip(x - start, 0.0, end - start).sum() for x in edges])
-    return np.diff(area) / np.diff(edges)
+    return np.diff(interval_area(start_s, end_s, edges)) / np.diff(edges)
+
+
+def interval_area(start_s: np.ndarray, end_s: np.ndarray, edges_s: np.ndarray) -> np.ndarray:
+    """∫_{-∞}^{x} N(t) dt at every x of ``edges_s`` (request-seconds; same shape as
+    ``edges_s``), N(t) the number of open intervals [start, end) at t (end NaN = still
+    open): Σ clip(x − start, 0, end − start). Additive over intervals, so a streamed run
+    sums it batch by batch (``sim/results/streaming.py``)."""
+    start = np.asarray(start_s, dtype=float)
+    end = np.asarray(end_s, dtype=float)
+    end = np.where(np.isnan(end), np.inf, end)
+    return np.array([np.clip(x - start, 0.0, end - start).sum() for x in edges_s])
 
 
 def batch_means_of_samples(t_s: np.ndarray, values: np.ndarray, t0_s: float, t1_s: float,

@@ -56,11 +56,11 @@ import pyarrow.parquet as pq
 from ddsketch import DDSketch
 
 from sim.engine.core import FleetRun
-from sim.models.economics import attribute_costs, cost_rates
+from sim.models.economics import attribute_costs, cost_rates, held_shares
 from sim.results.metrics import (
     MISS_REASONS, PERCENTILES, REJECT_REASONS, TTFT_KINDS, fleet_table, pool_table, _unstable_reason,
 )
-from sim.results.stability import BATCHES, backlog_trend
+from sim.results.stability import BATCHES, backlog_trend, interval_area
 from sim.scenario import Scenario, fleet_workloads
 
 STREAM_AUTO_REQUESTS = 1_000_000
@@ -174,11 +174,8 @@ class WorkloadAccumulator:
             c[f"rejected_{reason}"] += int((reasons == reason).sum())
         # number in system over the window: admitted requests, arrival to completion
         kept = ~rejected_all
-        start = rows["arrival_at_s"].to_numpy()[kept]
-        end = rows["done_at_s"].to_numpy()[kept]
-        end = np.where(np.isnan(end), np.inf, end)
         edges = np.linspace(sc.warmup_s, sc.duration_s, BATCHES + 1)
-        self.area += np.array([np.clip(x - start, 0.0, end - start).sum() for x in edges])
+        self.area += interval_area(rows["arrival_at_s"].to_numpy()[kept], rows["done_at_s"].to_numpy()[kept], edges)
         # tails
         done = rows[g_done]
         for metric in _TAIL_METRICS:
@@ -221,16 +218,15 @@ class WorkloadAccumulator:
     def _add_costs(self, done: pd.DataFrame, shares: pd.DataFrame) -> None:
         """Replica-seconds held per pool, and how many requests held each set of pools
         (a request's cost is NaN only when every pool it held has no such price)."""
-        multi = done["request_id"].isin(shares["request_id"]).to_numpy() if len(shares) else \
-            np.zeros(len(done), dtype=bool)
-        single = done[~multi & (done["pool"] != "").to_numpy()]
-        for pool, share in single.groupby("pool", sort=True)["busy_share_s"].agg(["sum", "size"]).iterrows():
-            self.pool_share_s[pool] += share["sum"]
-            self.signatures[(pool,)] += int(share["size"])
-        held = shares[shares["request_id"].isin(done["request_id"].to_numpy()[multi])]
+        crossed = shares[shares["request_id"].isin(done["request_id"])] if len(shares) else None
+        held = held_shares(done, crossed)
         for pool, share in held.groupby("pool", sort=True)["busy_share_s"].sum().items():
             self.pool_share_s[pool] += share
-        for pools, n in held.groupby("request_id")["pool"].agg(lambda p: tuple(sorted(set(p)))).value_counts().items():
+        several = held["request_id"].duplicated(keep=False).to_numpy()
+        for pool, n in held.loc[~several, "pool"].value_counts().items():
+            self.signatures[(pool,)] += int(n)
+        by_request = held[several].groupby("request_id")["pool"]
+        for pools, n in by_request.agg(lambda p: tuple(sorted(set(p)))).value_counts().items():
             self.signatures[pools] += int(n)
 
     def merge(self, other: "WorkloadAccumulator") -> None:
@@ -379,12 +375,9 @@ class FleetStream:
         if len(shares):
             self.shares_writer = _write(self.shares_writer, self.shares_path, shares)
         self.rows += len(requests)
-        multi = requests["request_id"].isin(shares["request_id"]).to_numpy() if len(shares) else \
-            np.zeros(len(requests), dtype=bool)
-        single = requests[(requests["pool"] != "").to_numpy() & ~multi]
-        for frame in (single, shares):
-            for pool, total in frame.groupby("pool", sort=True)["busy_share_s"].sum().items():
-                self.pool_totals[pool] += total
+        held = held_shares(requests, shares if len(shares) else None)
+        for pool, total in held.groupby("pool", sort=True)["busy_share_s"].sum().items():
+            self.pool_totals[pool] += total
         codes = requests["workload"].cat.codes.to_numpy()
         for w, name in enumerate(requests["workload"].cat.categories):
             if name in self.workloads and (codes == w).any():

@@ -104,7 +104,7 @@ HEADLINE_METRICS = {
 # precision per pool; Google's TPU results run in bf16.
 DEFAULT_PRECISION = {("nvidia", "llm"): "fp8", ("amd", "llm"): "fp8"}
 POINT_COLUMNS = ("point", "system", "mlperf_accelerator", "accelerator", "count", "benchmark", "model",
-                 "scenario", "metric", "unit", "measured", "precision", "division", "source")
+                 "scenario", "metric", "unit", "measured", "precision", "division", "source", "round")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +126,17 @@ class Point:
     precision: str
     division: str
     source: str
+    round: str = ""  # MLPerf round ("v4.1") from the row's notes or source; "" when neither names one
+
+
+def mlperf_round(row) -> str:
+    """The MLPerf Inference round of a calibration row: "v4.1" from its notes ("MLPerf
+    Inference v4.1 closed; ...") or, failing that, its source
+    ("github.com/mlcommons/inference_results_v4.0 ..."); "" when neither names one
+    (e.g. a user's own measurements)."""
+    found = re.search(r"MLPerf Inference (v\d+(?:\.\d+)*)", str(row.get("notes", ""))) or \
+        re.search(r"inference_results_(v\d+(?:\.\d+)*)", str(row.get("source", "")))
+    return found.group(1) if found else ""
 
 
 def family(model_key: str) -> str:
@@ -246,7 +257,7 @@ def _point(row: pd.Series) -> Point:
         accelerator=accelerator_key(row["accelerator"]), count=_count(row),
         benchmark=benchmark, model=MODEL_KEYS[benchmark], scenario=row["scenario"],
         metric=row["metric"], unit=row.get("unit", ""), measured=float(row["value"]),
-        precision=_precision(row), division=_division(row), source=row["source"],
+        precision=_precision(row), division=_division(row), source=row["source"], round=mlperf_round(row),
     )
 
 

@@ -102,21 +102,28 @@ class CellTask:
         return f"dcsim-cell-{self.fleet}-{self.cell}-of-{self.cells}{run}"
 
 
-def cell_scenario(scenario: Scenario, fleet: str, cells: int) -> Scenario:
-    """``scenario`` with only ``fleet``, every pool holding ``replicas / cells`` replicas.
+def check_cells(scenario: Scenario, cells: int) -> None:
+    """The one check of ``--cells``: a whole number from 1 to :data:`MAX_CELLS` that
+    divides the replicas of every pool of every fleet (cells are identical).
 
     Raises:
-        UserError: ``cells`` is not a positive integer that divides every pool's replicas.
-    """
+        UserError: naming ``--cells``, the pool and the allowed values."""
     if not isinstance(cells, int) or isinstance(cells, bool) or not 1 <= cells <= MAX_CELLS:
         raise UserError(f"--cells {cells!r}: must be a whole number from 1 to {MAX_CELLS}")
+    for fleet in scenario.fleets:
+        for pool in fleet.pools:
+            if pool.replicas % cells:
+                raise UserError(
+                    f"--cells {cells}: fleet {fleet.name!r} pool {pool.name!r} has {pool.replicas} replicas, "
+                    f"which {cells} cells cannot share equally; allowed: a divisor of every pool's replicas")
+
+
+def cell_scenario(scenario: Scenario, fleet: str, cells: int) -> Scenario:
+    """``scenario`` with only ``fleet``, every pool holding ``replicas / cells`` replicas
+    (``cells`` passed :func:`check_cells`)."""
     data = scenario.model_dump(mode="json")
     data["fleets"] = [f for f in data["fleets"] if f["name"] == fleet]
     for pool in data["fleets"][0]["pools"]:
-        if pool["replicas"] % cells:
-            raise UserError(
-                f"--cells {cells}: fleet {fleet!r} pool {pool['name']!r} has {pool['replicas']} replicas, "
-                f"which {cells} cells cannot share equally; allowed: a divisor of every pool's replicas")
         pool["replicas"] //= cells
     return parse_scenario(data, f"{scenario.name} (cell of {cells})")
 
@@ -270,17 +277,25 @@ def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
 
     Args:
         executor: an object with ``submit(fn, task)`` returning futures with
-            ``result()`` (see :func:`sim.studies.sweep.make_executor`); None runs the
-            cells one after another in this process. Streaming: its workers must see
-            this process's temporary directory.
+            ``result()`` (see :func:`sim.studies.sweep.make_executor`), or a callable
+            returning one as a context manager (``lambda: make_executor(dask, workers)``),
+            opened only once ``cells`` is checked (a bad ``--cells`` starts no worker)
+            and closed on return; None runs the cells one after another in this
+            process. Streaming: its workers must see this process's temporary directory.
 
     Raises:
-        UserError: ``cells`` does not divide a pool's replicas; a fleet cannot be built.
+        UserError: ``cells`` is not allowed (:func:`check_cells`); a fleet cannot be built.
     """
+    check_cells(scenario, cells)  # before any work is sent or any worker started
     check_fleets(scenario)
+    if callable(executor) and not hasattr(executor, "submit"):
+        with executor() as opened:
+            return _run_checked(scenario, cells, opened)
+    return _run_checked(scenario, cells, executor)
+
+
+def _run_checked(scenario: Scenario, cells: int, executor) -> Results:
     data = scenario.model_dump(mode="json")
-    for fleet in scenario.fleets:
-        cell_scenario(scenario, fleet.name, cells)  # refuse before any work is sent
     spool = StreamSpool() if _streams(scenario) else None
     tasks = [CellTask(data, scenario.name, fleet.name, cells, c, None if spool is None else str(spool.path), i)
              for i, fleet in enumerate(scenario.fleets) for c in range(cells)]

@@ -2,8 +2,9 @@
 the key metrics as ``mean [95% CI]`` across seeds (see :func:`sim.studies.sweep._ci`),
 and whether the row is on its Pareto front.
 
-The Pareto front (lower $/request and lower p99 latency) is taken among the fleets of
-one workload at one set of swept values, so it never mixes load levels, and a fleet
+The Pareto front (lower $/request and lower p99 latency: TTFT for token workloads, E2E
+for the others, :func:`sim.results.charts.pareto_latency`, as on the Pareto chart) is
+taken among the fleets of one workload at one set of swept values, so it never mixes load levels, and a fleet
 that met no request's SLO (attainment 0) is left out of it."""
 
 from __future__ import annotations
@@ -13,14 +14,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from sim.results.charts import pareto_latency, pareto_mask
 from sim.results.report_text import MISSING, percent, seconds, table, usd
-
-TOKEN_KINDS = ("autoregressive", "diffusion_lm")
-
-
-def latency_metric(kind: str) -> str:
-    """p99 TTFT for token workloads, p99 E2E for the others."""
-    return "ttft_p99_s" if kind in TOKEN_KINDS else "e2e_p99_s"
 
 
 def _with_ci(row: pd.Series, metric: str, fmt) -> str:
@@ -33,15 +28,13 @@ def _with_ci(row: pd.Series, metric: str, fmt) -> str:
 
 def pareto_flags(table_: pd.DataFrame, fields: list[str]) -> pd.Series:
     """True for rows on the $/request × p99-latency front of their (swept values,
-    workload) group, among rows with SLO attainment above 0."""
-    from sim.results.charts import pareto_mask
-
+    workload) group, among rows with SLO attainment above 0 (latency: :func:`pareto_latency`)."""
     flags = pd.Series(False, index=table_.index)
     for _, g in table_.groupby([*fields, "workload"], sort=False, dropna=False):
         g = g[g["slo_attainment_mean"].fillna(0) > 0]
         if g.empty:
             continue
-        latency = np.array([r[f"{latency_metric(str(r.get('kind')))}_mean"] for _, r in g.iterrows()], float)
+        latency = np.array([r[f"{pareto_latency(r.get('kind'))}_mean"] for _, r in g.iterrows()], float)
         mask = pareto_mask(g["cost_per_request_usd_mean"].to_numpy(float), latency)
         flags.loc[g.index[mask]] = True
     return flags
@@ -59,7 +52,7 @@ def sweep_text(table_: pd.DataFrame, fields: list[str]) -> str:
     front = pareto_flags(table_, fields)
     rows = []
     for i, r in table_.iterrows():
-        metric = latency_metric(str(r.get("kind")))
+        metric = pareto_latency(r.get("kind"))
         seeds = f"{int(r['seeds'])}" + (f" ({int(r['unstable_seeds'])} unstable)" if r.get("unstable_seeds") else "")
         rows.append([*(f"{r[f]:g}" if isinstance(r[f], float) else str(r[f]) for f in fields),
                      str(r["fleet"]), str(r["workload"]), seeds,

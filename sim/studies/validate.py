@@ -100,6 +100,7 @@ class Fit:
     rms_log_error: float
     points: int
     pooled: bool = False
+    rounds: dict[str, str] = dataclasses.field(default_factory=dict)  # point id -> MLPerf round ("" unknown)
 
 
 @dataclass
@@ -180,7 +181,8 @@ def fit_model(points: list[Point], catalog: Catalog, pooled: bool = False) -> Fi
         fitted[k] = (math.exp(result.x[2 * i]), math.exp(result.x[2 * i + 1]), *free[k])
         sources[k] = tuple(p.point for p in offline if p.accelerator == k)
     rms = float(np.sqrt(np.mean(result.fun ** 2)))
-    return Fit(transfer(catalog, fitted, sources, pooled), float(result.x[-1]), rms, len(offline), pooled)
+    return Fit(transfer(catalog, fitted, sources, pooled), float(result.x[-1]), rms, len(offline), pooled,
+               {p.point: p.round for p in offline})
 
 
 def _least_squares(offline: list[Point], catalog: Catalog, index: dict[str, int], free: dict[str, tuple[bool, bool]]):
@@ -245,7 +247,7 @@ def _prediction_rows(points: list[Point], catalog: Catalog, group: str) -> list[
     for p in points:
         predicted, layout = predict(p, catalog)
         rows.append({
-            "point": p.point, "source": p.source, "group": group, "system": p.system,
+            "point": p.point, "source": p.source, "round": p.round, "group": group, "system": p.system,
             "accelerator": p.accelerator, "count": p.count, "model": p.model, "benchmark": p.benchmark,
             "scenario": p.scenario, "metric": p.metric, "unit": p.unit, "precision": p.precision,
             "tp": layout.tp, "replicas": layout.replicas, "measured": p.measured,
@@ -346,6 +348,13 @@ def _keep_shipped(f: Factors, shipped_status: str) -> Factors:
     return dataclasses.replace(f, **changes)
 
 
+def rounds_label(rounds) -> str:
+    """"MLPerf Inference v4.0/v4.1 " for the rounds named in ``rounds`` (blank ones
+    ignored); "" when none is named, so no round is claimed that the points do not give."""
+    named = sorted(set(rounds) - {""}, key=lambda r: tuple(int(x) for x in re.findall(r"\d+", r)))
+    return f"MLPerf Inference {'/'.join(named)} " if named else ""
+
+
 def _source_text(f: Factors, fit: Fit) -> str:
     parts = []
     for name, status, origin in (("eta_c", f.compute_status, f.compute_from), ("eta_m", f.bandwidth_status, f.bandwidth_from)):
@@ -354,7 +363,8 @@ def _source_text(f: Factors, fit: Fit) -> str:
         elif status == "spec-only":
             parts.append(f"{name}: no calibrated chip to transfer from; catalog value kept")
         elif status == "calibrated":
-            parts.append(f"{name} fitted on {len(origin)} MLPerf v4.x Offline point(s): {'; '.join(origin)}")
+            parts.append(f"{name} fitted on {len(origin)} {rounds_label(fit.rounds.get(o, '') for o in origin)}"
+                         f"Offline point(s): {'; '.join(origin)}")
         else:
             rule = "same vendor serving stack" if status == "same-stack" else "all calibrated chips (no chip of this vendor calibrated)"
             parts.append(f"{name} transferred ({status}: geometric mean over {rule}) from {', '.join(origin)}")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from sim.results.export import write_csv, write_file_atomic
-from sim.studies.validate import Validation, summarize
+from sim.studies.validate import Validation, rounds_label, summarize
 
-CALIBRATION_NAME = "MLPerf Inference v4.x calibration (dcsim validate)"
+CALIBRATION_NAME = "MLPerf Inference calibration (dcsim validate)"
 
 
 def _error_lines(summary: pd.DataFrame, title: str) -> list[str]:
@@ -91,7 +91,8 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
-    fig.suptitle("dcsim vs MLPerf Inference v4.x (filled: calibration, hollow: held-out)")
+    against = rounds_label(table["round"]).strip() if "round" in table else ""
+    fig.suptitle(f"dcsim vs {against or 'measured'} (filled: calibration, hollow: held-out)")
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
@@ -126,8 +127,8 @@ def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
         row["iteration_overhead_us"] = f"{fit.iteration_overhead_us:.1f}"
         row["efficiency_band_pct"] = "" if pd.isna(fit.band_pct) else f"{fit.band_pct:.1f}"
         row["efficiency_status"] = (f"{fit.status}: eta_c {fit.compute_status}, eta_m {fit.bandwidth_status}")
-        row["efficiency_source"] = (f"{CALIBRATION_NAME}: {fit.source} (github.com/mlcommons/inference_results_v4.0/v4.1 "
-                                    f"via ../shared/data/reference/calibration_points.csv)")
+        row["efficiency_source"] = (f"{CALIBRATION_NAME}: {fit.source} (each point's mlperf_log_summary.txt in "
+                                    f"github.com/mlcommons, via ../shared/data/reference/calibration_points.csv)")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_cases import dcsim
+from sweep_cases import write_sweep
 
 from sim.cli import main
-from sweep_cases import write_sweep
-from test_fuzz_scenarios import dcsim
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -524,3 +524,38 @@ def test_tp_beyond_the_scale_up_domain_of_a_wafer_is_refused_not_divided_by_zero
     data = copy.deepcopy(BASE)
     data["fleets"][0]["pools"][0].update(accelerator="cerebras-wse3", tp=4, precision="bf16")
     refused(tmp_path, data, "fleets[0] 'h100' pools[0] 'chat'", "tp=4 but TP must fit one scale-up domain of 1")
+
+
+@pytest.mark.parametrize("dist", [
+    {"kind": "uniform", "low": 1, "high": 15_000_000},  # mean 7.5M passed the old mean-only check
+    {"kind": "lognormal", "median": 100, "sigma": 1, "max": 20_000_000},  # mean ~165, max 20M
+    {"kind": "choice", "values": [10, 10_000_001], "weights": [1000, 1]},  # mean ~10k
+])
+def test_token_distribution_that_can_draw_past_the_limit(dist):
+    """A token distribution is judged by the largest count it can draw, not its mean."""
+    from sim.errors import ScenarioError
+    from sim.scenario import parse_scenario
+
+    data = copy.deepcopy(BASE)
+    data["workloads"]["chat"]["prompt_tokens"] = dist
+    with pytest.raises(ScenarioError, match=r"workloads\.chat\.prompt_tokens.*at most 10,000,000"):
+        parse_scenario(data, "bad")
+
+
+def test_heavy_unbounded_token_tail_is_drawn_within_the_limit():
+    """An unbounded lognormal whose mean (~298k) is allowed but whose tail passes 10M
+    (P ≈ 0.2% per draw: ln(1e7/100) / 4 = 2.88 sigmas) loads, and no count the engine
+    draws from it is above the limit."""
+    import numpy as np
+
+    from sim.engine.demand import generate_demand
+    from sim.scenario import parse_scenario
+
+    data = copy.deepcopy(BASE)
+    data["workloads"]["chat"].update(prompt_tokens={"kind": "lognormal", "median": 100, "sigma": 4},
+                                     arrival={"kind": "poisson", "rate_per_s": 500})
+    sc = parse_scenario(data, "heavy")
+    raw = sc.workloads["chat"].prompt_tokens.sample(np.random.default_rng(0), 10_000)
+    assert raw.max() > 10_000_000  # the tail does reach past the limit
+    drawn = generate_demand(sc)["chat"]
+    assert len(drawn) > 5_000 and 1 <= drawn.prompt_tokens.min() and drawn.prompt_tokens.max() <= 10_000_000

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -208,7 +208,7 @@ def test_broken_scenarios_exit_2_naming_the_problem(mutation, work_dir):
     runner = CliRunner()
     counter = itertools.count()
 
-    @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=3)
     @given(case=broken_scenarios(mutation, work_dir))
     def check(case):
         data, expected = case
@@ -284,3 +284,21 @@ def test_non_utf8_scenario_is_a_user_error(tmp_path):
     path.write_bytes(b"\xff\xfe\x00not yaml")
     result = CliRunner().invoke(app, ["run", str(path)])
     assert_user_error(result.exit_code, result.stderr, "binary.yaml")
+
+
+@pytest.mark.parametrize("cells, message", [
+    ("2", "--cells 2: fleet 'h100' pool 'chat' has 1 replicas"),  # 1 replica cannot be split in 2
+    ("0", "--cells 0: must be a whole number from 1 to"),
+])
+def test_bad_cells_exit_2_before_any_worker_starts(tmp_path, monkeypatch, cells, message):
+    """``--cells`` is checked once, before the executor (here a Dask cluster) is opened."""
+    import sim.studies.sweep
+
+    def no_workers(*args, **kwargs):
+        raise AssertionError("an executor was opened for a --cells value that is refused")
+
+    monkeypatch.setattr(sim.studies.sweep, "make_executor", no_workers)
+    result = CliRunner().invoke(app, ["run", str(_write(tmp_path / "s.yaml", BASE)), "-q", "--cells", cells,
+                                      "--dask", "local"])
+    assert_user_error(result.exit_code, result.stderr, message)
+    assert "allowed" in result.stderr or "whole number from 1" in result.stderr

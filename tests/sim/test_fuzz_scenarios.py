@@ -13,22 +13,19 @@ entry point in subprocesses. Under CI the examples are derandomized (fixed seed)
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import itertools
 import json
-import os
 import re
 import string
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_cases import dcsim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.cli import main
 from sim.loader import resolve_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,18 +77,6 @@ def dotted(path) -> str:
 
 # --- running ---------------------------------------------------------------------------
 
-def dcsim(args: list[str]) -> tuple[int, str, str]:
-    """``sim.cli.main(args)`` in-process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
-
-
 def assert_refused(directory: Path, text: str, expected: list[str], command: str = "run", name: str = "case") -> None:
     n = next(_ids)
     path = directory / f"{name}{n}.yaml"
@@ -118,8 +103,7 @@ def work(tmp_path_factory) -> Path:
 
 
 def fuzz_settings(examples: int):
-    return settings(max_examples=examples, deadline=None, derandomize=bool(os.environ.get("CI")),
-                    suppress_health_check=list(HealthCheck), database=None)
+    return settings(max_examples=examples, suppress_health_check=list(HealthCheck), database=None)
 
 
 # --- strategies: each returns (yaml text, [expected substrings]) -------------------------

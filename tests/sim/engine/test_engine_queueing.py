@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from queueing_theory import erlang_c_wait_s
 from scenario_cases import make_scenario
 
 from sim.engine.core import simulate
-
-
-def erlang_c_wait_s(arrival_rate: float, service_rate: float, servers: int) -> float:
-    """Mean wait in queue of M/M/c (Erlang-C formula), computed independently here."""
-    a = arrival_rate / service_rate
-    rho = a / servers
-    top = a**servers / math.factorial(servers) / (1 - rho)
-    bottom = sum(a**k / math.factorial(k) for k in range(servers)) + top
-    p_wait = top / bottom
-    return p_wait / (servers * service_rate - arrival_rate)
 
 
 def mmc_scenario(rate: float, mean_service_s: float, servers: int, duration_s: float, seed: int):

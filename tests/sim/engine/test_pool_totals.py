@@ -25,7 +25,7 @@ import math
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze
+from scenario_strategies import diff_settings, placeable, scenarios, squeeze
 
 import sim.engine.core as core
 from sim.scenario import parse_scenario

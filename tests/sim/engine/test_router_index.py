@@ -13,18 +13,16 @@ replica in list order; the central queue filters replicas with a free slot first
 
 from __future__ import annotations
 
-import os
 from collections import deque
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sim.engine.core as core
 from sim.engine.request import REJECTED
 from sim.engine.router import Router
 
-CI = bool(os.environ.get("CI"))
 POLICY_NAMES = ["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"]
 
 
@@ -205,7 +203,7 @@ def operations(draw, n_pools: int, n_replicas: int):
     return ops
 
 
-@settings(max_examples=150, deadline=None, derandomize=CI, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150)
 @given(data=st.data(), policy=st.sampled_from(POLICY_NAMES), sizes=pool_sizes)
 def test_indexed_router_picks_what_the_linear_scan_picks(data, policy, sizes):
     # two identical fleets of fake replicas, one behind each router, driven in lockstep
@@ -273,7 +271,7 @@ def test_central_queue_queues_when_every_eligible_replica_is_full():
 
 
 # --- 2. whole runs -------------------------------------------------------------------------
-from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze  # noqa: E402
+from scenario_strategies import diff_settings, placeable, scenarios, squeeze  # noqa: E402
 
 from sim.scenario import parse_scenario  # noqa: E402
 

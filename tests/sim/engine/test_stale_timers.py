@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze
+from scenario_strategies import diff_settings, placeable, scenarios, squeeze
 
 import sim.engine.core as core
 import sim.engine.timer as timer
@@ -60,7 +60,7 @@ def test_purging_cancelled_timers_changes_only_the_event_count(tmp_path_factory,
 def test_a_mixed_fleet_purges_and_saves_the_events_it_removed():
     """Hand case: the mixed fleet of test_engine_modes (chat, diffusion LM, images, search;
     2 minutes) cuts many stretches, so entries are purged at the default threshold."""
-    from test_engine_modes import MIXED_POOLS, MIXED_WORKLOADS
+    from scenario_cases import MIXED_POOLS, MIXED_WORKLOADS
     from scenario_cases import make_scenario
 
     scenario = make_scenario(MIXED_WORKLOADS, MIXED_POOLS, duration_s=120.0, seed=11, engine={"mode": "fast"})

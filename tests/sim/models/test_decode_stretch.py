@@ -8,7 +8,6 @@ compute/memory crossing, and that its inverse finds the iterations done by a giv
 
 from __future__ import annotations
 
-import os
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from fleets.catalog_io import load_catalog
 from sim.models.perf import PerfModel, decode_stretch_iterations_done, decode_stretch_time_s
 
-CASES = settings(max_examples=200, deadline=None, derandomize=bool(os.environ.get("CI")))
+CASES = settings(max_examples=200)
 
 
 @st.composite

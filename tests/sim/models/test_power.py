@@ -102,3 +102,18 @@ def test_prefill_draws_near_tdp_and_decode_well_below():
     assert busy > 0.5 and prefill_w > 0.9 * H100.tdp_w
     decode_w, busy = busy_power(prompt=50, output=500, rate=1.0)
     assert busy > 0.5 and decode_w < 0.6 * H100.tdp_w
+
+
+def test_a_type_without_a_power_row_scales_the_h100_idle_fraction_by_tdp():
+    """MI300X has no power.csv row: its idle power is h100-sxm idle / h100-sxm TDP × its
+    own TDP, every number read here from the raw CSVs (so a TDP edit cannot drift)."""
+    import csv
+
+    from sim.models.power import coefficients
+
+    tdp = {r["key"]: float(r["tdp_w"]) for r in csv.DictReader(open(DATA / "accelerators.csv", newline=""))}
+    power = {r["key"]: r for r in csv.DictReader(open(DATA / "power.csv", newline=""))}
+    assert "mi300x" not in power
+    coeff = coefficients(load_catalog().accelerator("mi300x"))
+    assert coeff.idle_w == pytest.approx(float(power["h100-sxm"]["idle_w"]) / tdp["h100-sxm"] * tdp["mi300x"])
+    assert coeff.status == "assumed"

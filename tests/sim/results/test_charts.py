@@ -162,17 +162,6 @@ def test_roofline_roofs_and_operating_points(results, colors):
     assert_units(fig)
 
 
-def test_compare_fleets_marks_the_better_one(results, colors):
-    table = charts.compare_fleets(results.summary, results.fleets, "h100", "b200")
-    capex = table.set_index("metric").loc["capex"]
-    a, b = results.fleets.set_index("fleet")["capex_usd"][["h100", "b200"]]
-    assert capex["better"] == ("h100" if a < b else "b200")
-    assert capex["h100"].startswith("$")
-    fig = charts.comparison_chart(table, "h100", "b200", colors)
-    assert len(fig.data) == 1 and len(fig.data[0].y) == table["change"].notna().sum()
-    assert_units(fig)
-
-
 def test_kpi_cards_are_formatted(results):
     kpi = charts.kpi_fleet(results.fleets.iloc[0], results.summary)
     assert kpi["capex"].startswith("$") and kpi["IT power avg / max"].endswith("kW")

@@ -98,3 +98,18 @@ def test_dcsim_report_command(run_dir, sweep_dir, tmp_path):
     bad = runner.invoke(app, ["report", str(tmp_path / "missing")])
     assert bad.exit_code == 2
     assert "dcsim: error:" in bad.output
+
+
+def test_run_report_compares_all_fleets_in_one_table(run_dir, tmp_path):
+    """The report's comparison is the dashboard's N-fleet table (a column per fleet, the
+    best highlighted), not pairwise 'B vs A' charts; the best $/request read from summary.csv."""
+    page = report_html.write_report(run_dir, tmp_path / "r.html").read_text()
+    assert " vs " not in page.replace(get_plotlyjs(), "")
+    table = re.search(r"<table class='compare'>(.*?)</table>", page).group(1)
+    assert re.search(r"<tr><th>scope</th><th>metric</th><th>h100</th><th>mi300x</th><th>best</th>", table)
+    summary = pd.read_csv(run_dir / "summary.csv").set_index(["workload", "fleet"])["cost_per_request_usd"]
+    cheaper = "h100" if summary["chat", "h100"] < summary["chat", "mi300x"] else "mi300x"
+    row = re.search(r"<tr><td>chat</td><td>\$/request</td>(.*?)</tr>", table).group(1)
+    cells = re.findall(r"<td( style='[^']*')?>([^<]*)</td>", row)
+    assert [bool(style) for style, _ in cells[:2]] == [cheaper == "h100", cheaper == "mi300x"]
+    assert cells[2][1] == cheaper

@@ -105,3 +105,22 @@ def test_an_overlay_that_calibrates_a_chip_clears_its_band(tmp_path):
                        "mi300x,0.3,0.4,calibrated: eta_c calibrated; eta_m calibrated (dcsim calibrate),\n")
     assert load_catalog().accelerator("mi300x").efficiency_band_pct is not None
     assert apply_overlay(load_catalog(), overlay).accelerator("mi300x").efficiency_band_pct is None
+
+
+def test_calibrated_source_names_the_rounds_of_the_points_used(mi300x_points, tmp_path):
+    """The provenance names the MLPerf round the fitted points come from (read here from
+    the raw rows' notes), and claims none for points that name no round (own measurements)."""
+    import re
+
+    points, mine = mi300x_points
+    rounds = sorted(set(re.findall(r"MLPerf Inference (v[\d.]+)", " ".join(mine["notes"].fillna("")))))
+    assert rounds  # the shared rows say which round they are from
+    own = tmp_path / "own.csv"
+    mine.assign(notes="", source="our lab, 2026-11").to_csv(own, index=False)
+    for path, out, claim in ((points, "mlperf.csv", f"MLPerf Inference {'/'.join(rounds)} Offline point(s)"),
+                             (own, "own-overlay.csv", "eta_c fitted on 4 Offline point(s)")):
+        result = CliRunner().invoke(app, ["calibrate", str(path), "--out", str(tmp_path / out), "--quiet"])
+        assert result.exit_code == 0, result.output
+        source = next(csv.DictReader((tmp_path / out).open()))["efficiency_source"]
+        assert claim in source
+    assert "MLPerf Inference v" not in source  # the own points' overlay

@@ -9,26 +9,16 @@ thinning keeps every request exactly once with the whole run's arrival instant.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
+from queueing_theory import erlang_c_wait_s
 from scenario_cases import make_scenario
 
 from sim.errors import UserError
 from sim.results.export import write_results
 from sim.results.tables import run_scenario
 from sim.studies.cells import run_cells
-
-
-def erlang_c_wait_s(arrival_rate: float, service_rate: float, servers: int) -> float:
-    """Mean wait in queue of M/M/c (Erlang C), written out here from the textbook formula."""
-    a = arrival_rate / service_rate
-    rho = a / servers
-    top = a**servers / math.factorial(servers) / (1 - rho)
-    p_wait = top / (sum(a**k / math.factorial(k) for k in range(servers)) + top)
-    return p_wait / (servers * service_rate - arrival_rate)
 
 
 def mmc(rate: float, servers: int, duration_s: float, seed: int):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario_cases import make_scenario
 
@@ -18,7 +18,6 @@ from sim.studies.planner import PlanSpec, WorkloadSearch
 from sim.studies.planner_capacity import replica_seconds_floor
 from sim.results.tables import run_scenario
 
-CI = os.environ.get("CI") == "true"
 
 
 def constant(v: int) -> dict:
@@ -42,7 +41,7 @@ def workload(kind: str, prompt: int, output: int, steps: int, rate: float) -> di
 KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "branching_search")
 
 
-@settings(max_examples=24, deadline=None, derandomize=CI, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=24)
 @given(kind=st.sampled_from(KINDS), accelerator=st.sampled_from(["h100-sxm", "mi300x", "b200"]),
        max_batch=st.sampled_from([1, 4, 16, 64]), prompt=st.integers(16, 2000), output=st.integers(1, 400),
        steps=st.integers(4, 30))
@@ -76,8 +75,7 @@ def plan_spec(kind: str, rate: float, max_batch: int) -> PlanSpec:
     })
 
 
-@settings(max_examples=int(os.environ.get("BOUND_EXAMPLES", 6)), deadline=None, derandomize=CI,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("BOUND_EXAMPLES", 6)))
 @given(kind=st.sampled_from(["autoregressive", "image_diffusion"]), rate=st.floats(1.0, 40.0),
        max_batch=st.sampled_from([2, 8, 32]))
 def test_bound_never_exceeds_the_simulated_minimum(kind, rate, max_batch):

@@ -4,6 +4,7 @@ across load levels), without fleets that met no SLO; fronts worked out by hand."
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from sim.studies.sweep_report import pareto_flags, sweep_text
 
@@ -43,8 +44,27 @@ def test_text_marks_the_front_and_shows_means():
 def test_chart_front_is_per_load_level_and_skips_zero_attainment():
     from sim.results.charts import pareto_front
 
-    table = sweep_table().assign(e2e_p99_s_mean=lambda d: d["ttft_p99_s_mean"])
-    fig = pareto_front(table, "chat")
+    fig = pareto_front(sweep_table(), "chat")
     fronts = [t for t in fig.data if t.legendgroup == "pareto"]
     # one line per rate; costs on each by hand: rate 3 -> a, b (z excluded); rate 24 -> a
     assert sorted(sorted(t.y) for t in fronts) == [[0.5], [1.0, 2.0]]
+
+
+@pytest.mark.parametrize("kind, front, axis", [
+    ("autoregressive", [True, True], "p99 TTFT latency"),  # on TTFT b is faster: both on the front
+    ("image_diffusion", [True, False], "p99 E2E latency"),  # on E2E a is cheaper and faster: b dominated
+])
+def test_flag_and_chart_trade_cost_against_the_same_latency(kind, front, axis):
+    """TTFT and E2E disagree on these two fleets; the printed flag and the chart's front
+    must both use p99 TTFT for a token workload and p99 E2E for another (fronts by hand)."""
+    from sim.results.charts import pareto_front
+
+    table = pd.DataFrame([{RATE: 3, "fleet": f, "workload": "w", "kind": kind, "seeds": 1, "unstable_seeds": 0,
+                           "cost_per_request_usd_mean": c, "ttft_p99_s_mean": t, "e2e_p99_s_mean": e,
+                           "slo_attainment_mean": 1.0}
+                          for f, c, t, e in (("a", 1.0, 0.5, 5.0), ("b", 2.0, 0.2, 6.0))])
+    assert pareto_flags(table, [RATE]).tolist() == front
+    fig = pareto_front(table, "w")
+    (line,) = [t for t in fig.data if t.legendgroup == "pareto"]
+    assert sorted(line.y) == sorted(table["cost_per_request_usd_mean"][front])
+    assert fig.layout.xaxis.title.text.startswith(axis)
