@@ -23,7 +23,7 @@ import pytest
 from engine_builds import SourceEngine, digest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fast_exact_differential import diff_settings, placeable, scenarios, squeeze
+from scenario_strategies import diff_settings, placeable, scenarios, squeeze
 
 import sim
 
