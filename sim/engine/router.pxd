@@ -3,7 +3,7 @@ cdef class _MinIndex:
     cdef public object replicas, key, keys, heap
     cdef public long base, limit
     cpdef changed(self, long i)
-    cpdef tuple top(self)
+    cpdef object top(self)
 
 
 cdef class Router:
