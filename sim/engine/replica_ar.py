@@ -54,7 +54,7 @@ from sim.models.perf import (
     decode_stretch_time_s,
 )
 from sim.engine.request import COMPLETED, Request, RouterFacing
-from sim.engine.timer import TimerDriven, replica_priority, stale_timers
+from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
 
 class ARReplica(TimerDriven):
@@ -69,7 +69,7 @@ class ARReplica(TimerDriven):
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
         "_admitted", "_anchor", "_blocks_key", "_blocks_value", "_busy", "_cuttable", "_decode_from",
-        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_on_timer_callbacks", "_priority", "_stale",
+        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_clock", "_slot",
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start", "_timer",
         "_version", "acc", "block", "block_bytes", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
@@ -106,13 +106,12 @@ class ARReplica(TimerDriven):
         self.seq = count()
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self.watchers: list = []  # (router index, i): told when outstanding/queued change
-        self._timer = None  # the pending timeout this replica acts on; others are stale
+        self._timer = None  # True while a timer is pending (on the environment's ReplicaClock)
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
-        self._priority = replica_priority(pool.index, index)
-        self._on_timer_callbacks = (self._on_timer,)
-        self._stale = stale_timers(self.env)
+        self._clock = replica_clock(self.env)
+        self._slot = self._clock.register(self, replica_priority(pool.index, index))
         self._start = 0.0
         self._admitted: list[Request] = []
         self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
@@ -474,13 +473,13 @@ class ARReplica(TimerDriven):
         now = self.env.now
         if self._admitted and self._anchor >= now:  # inside the mixed iteration
             self._inflight = None
-            self._timer = None
+            self._stop_timer()
             return
         j = j0
         while j < j0 + n and self._boundary_at(j + 1) < now:
             j += 1
         self._inflight = (j0, j - j0, t_mixed)
-        self._timer = None
+        self._stop_timer()
         self._end_at = self._boundary_at(j)
         self._finish(self._end_at)
         self._kv_sync()

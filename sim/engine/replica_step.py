@@ -35,7 +35,7 @@ from itertools import count
 
 from sim.engine.request import Request, RouterFacing
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, STAGE, STEPS, TOKENS, VERIFY, WIDTH
-from sim.engine.timer import TimerDriven, replica_priority, stale_timers
+from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
 
 class StepReplica(TimerDriven):
@@ -43,7 +43,7 @@ class StepReplica(TimerDriven):
 
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
-        "_anchor", "_busy", "_cuttable", "_j0", "_on_timer_callbacks", "_priority", "_stale", "_seg_steps",
+        "_anchor", "_busy", "_cuttable", "_j0", "_clock", "_slot", "_seg_steps",
         "_seg_version", "_start", "_step_bytes", "_step_s", "_steps", "_timer", "_version", "acc", "blocked",
         "env", "flops", "free_bytes", "heap", "index", "kernels", "listeners", "max_batch", "members",
         "outstanding", "perf", "pool", "reserved", "run", "seq", "stage_perfs", "steps_done", "waiting",
@@ -79,9 +79,8 @@ class StepReplica(TimerDriven):
         self._timer = None
         self._busy = False
         self._cuttable = False
-        self._priority = replica_priority(pool.index, index)
-        self._on_timer_callbacks = (self._on_timer,)
-        self._stale = stale_timers(self.env)
+        self._clock = replica_clock(self.env)
+        self._slot = self._clock.register(self, replica_priority(pool.index, index))
         self._start = 0.0
         self._step_s = 0.0
         self._steps = 0
@@ -288,7 +287,7 @@ class StepReplica(TimerDriven):
         while j < j0 + self._steps and self._anchor + (j + 1) * t < now:
             j += 1
         self._steps = j - j0
-        self._timer = None
+        self._stop_timer()
         self._finish(self._anchor + j * t)
 
 
