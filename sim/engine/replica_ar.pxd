@@ -1,6 +1,7 @@
 # C types for replica_ar.py when compiled (see setup.py); the logic is in replica_ar.py.
 cimport cython
 from sim.engine.request cimport Request
+from sim.engine.router cimport _MinIndex
 from sim.engine.timer cimport TimerDriven
 from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_stretch_time_s
 
@@ -19,11 +20,12 @@ cdef class ARReplica(TimerDriven):
     @cython.locals(req=Request)
     cpdef _add_running(self, Request req, long tokens_now)
     cpdef _remove_running(self, Request req)
+    @cython.locals(index=_MinIndex, i=long)
     cpdef submit(self, Request req)
     cpdef _boundary(self)
-    @cython.locals(req=Request)
+    @cython.locals(req=Request, index=_MinIndex, i=long)
     cpdef _finish_completed(self)
-    @cython.locals(req=Request)
+    @cython.locals(req=Request, index=_MinIndex, i=long)
     cpdef list _admit(self)
     @cython.locals(req=Request)
     cpdef bint _head_fits(self, long counter)

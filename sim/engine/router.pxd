@@ -1,9 +1,17 @@
 # C types for router.py when compiled (see setup.py); the logic is in router.py.
-cdef class _MinIndex:
-    cdef public object replicas, key, keys, heap
-    cdef public long base, limit
+cimport cython
+from sim.engine.indexed_heap cimport IndexedHeap
+
+
+cdef class _MinIndex(IndexedHeap):
+    cdef public object replicas, key
+    cdef public long base
+    cdef long long[:] keys
+    @cython.locals(ka=cython.longlong, kb=cython.longlong)
+    cdef bint _before(self, long long a, long long b)
     cpdef changed(self, long i)
-    cpdef object top(self)
+    @cython.locals(i=cython.longlong)
+    cpdef tuple top(self)
 
 
 cdef class Router:

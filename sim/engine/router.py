@@ -15,11 +15,10 @@ Ties go to the lowest replica index (the first in the router's replica list: poo
 the fleet's order, replicas in index order), so runs are deterministic.
 
 Cost per dispatch does not grow with the replica count: the keyed policies keep, per
-pool, a binary heap of (key, position) with lazy invalidation (:class:`_MinIndex`). A
+pool, an indexed binary heap of replicas by (key, position) (:class:`_MinIndex`). A
 replica calls :meth:`_MinIndex.changed` whenever its ``outstanding`` or ``queued`` count
-changes (its ``watchers``); the new key is pushed and entries whose key is no longer the
-replica's current one are dropped when they reach the top, so a choice is the minimum
-of one heap top per eligible pool: O(pools + log replicas) amortised, the same replica a
+changes (its ``watchers``) and is sifted in place, so a choice is the minimum of one
+heap top per eligible pool: O(pools + log replicas) per change, the same replica a
 linear ``min`` over the router's replica list picks (checked against a linear scan by
 ``tests/sim/engine/test_router_index.py``). Within a pool every replica has the same
 ``max_batch``, so for the central queue a pool has a free slot exactly when its
@@ -30,14 +29,13 @@ distinct set of pool verdicts, not rebuilt per arrival.
 from __future__ import annotations
 
 from collections import deque
-from heapq import heapify, heappop, heappush
+from array import array
 from typing import Callable
 
+from sim.engine.indexed_heap import IndexedHeap
 from sim.engine.request import REJECTED, Request
 
-QUEUED_SHIFT = 40  # join_shortest_queue key: queued << 40 | outstanding (2**40 requests)
-POSITION_BITS = 32  # an index entry is key << 32 | router position (positions < 2**32)
-POSITION_MASK = (1 << POSITION_BITS) - 1
+QUEUED_SHIFT = 32  # join_shortest_queue key: queued << 32 | outstanding (below 2**63 for < 2**31 queued)
 
 
 def _outstanding_key(replica) -> int:
@@ -48,52 +46,44 @@ def _queued_then_outstanding_key(replica) -> int:
     return (replica.queued << QUEUED_SHIFT) + replica.outstanding
 
 
-class _MinIndex:
+class _MinIndex(IndexedHeap):
     """The replicas of one pool as one router sees them: the one with the smallest
-    ``key``, ties to the smallest router position, in O(log n) amortised per change.
-
-    A heap entry is one int, ``key << POSITION_BITS | position``: ordered exactly as the
-    pair (key, position) (positions are below 2**POSITION_BITS), but an int is not
-    allocated as a tuple is, and compares several times faster.
+    ``key``, ties to the smallest router position, in O(log n) per change (an indexed
+    heap: a replica whose key changed is sifted in place).
 
     Args:
         replicas: the pool's replicas, in order.
         base: router position of ``replicas[0]`` (positions are ``base + i``).
-        key: replica -> int, the quantity minimised.
+        key: replica -> int, the quantity minimised (below 2**63).
     """
 
-    __slots__ = ("replicas", "base", "key", "keys", "heap", "limit")
+    __slots__ = ("replicas", "base", "key", "keys")
 
     def __init__(self, replicas: list, base: int, key: Callable[[object], int]) -> None:
         self.replicas = replicas
         self.base = base
         self.key = key
-        self.keys = [key(r) for r in replicas]
-        self.limit = 2 * len(replicas) + 64  # compaction threshold for stale entries
-        self._rebuild()
+        n = len(replicas)
+        self.keys = array("q", [key(r) for r in replicas])
+        self._init_heap(n)
+        for i in range(n):
+            self._push(i)
 
-    def _rebuild(self) -> None:
-        self.heap = [(k << POSITION_BITS) | (self.base + i) for i, k in enumerate(self.keys)]
-        heapify(self.heap)
+    def _before(self, a: int, b: int) -> bool:
+        ka, kb = self.keys[a], self.keys[b]
+        return ka < kb or (ka == kb and a < b)
 
     def changed(self, i: int) -> None:
         """Replica ``i`` (index within the pool) may have a new key."""
         k = self.key(self.replicas[i])
         if k != self.keys[i]:
             self.keys[i] = k
-            heap = self.heap
-            heappush(heap, (k << POSITION_BITS) | (self.base + i))
-            if len(heap) > self.limit:
-                self._rebuild()
+            self._restore(self.where[i])
 
-    def top(self) -> int:
-        """The minimum's entry: ``key << POSITION_BITS | router position``."""
-        heap, keys, base = self.heap, self.keys, self.base
-        while True:
-            entry = heap[0]
-            if keys[(entry & POSITION_MASK) - base] == entry >> POSITION_BITS:
-                return entry
-            heappop(heap)
+    def top(self) -> tuple[int, int]:
+        """(key, router position) of the minimum."""
+        i = self.heap[0]
+        return (self.keys[i], self.base + i)
 
 
 class Router:
@@ -114,8 +104,6 @@ class Router:
         self.central = policy == "central_queue"
         self.pools = pools
         self.replicas = [r for p in pools for r in p.replicas]
-        if len(self.replicas) > POSITION_MASK:  # cannot happen within the scenario limits
-            raise ValueError(f"a router holds at most {POSITION_MASK:,} replicas")
         self.next_index = -1
         self.queue: deque[Request] = deque()
         self._all = tuple(range(len(pools)))
@@ -163,14 +151,14 @@ class Router:
             if index is None:
                 continue
             entry = index.top()
-            if self.central and entry >> POSITION_BITS >= index.replicas[0].max_batch:
+            if self.central and entry[0] >= index.replicas[0].max_batch:
                 continue  # the pool's least-loaded replica is full: so is every other
             if best is None or entry < best:
                 best = entry
         if best is None:
             self.queue.append(req)  # central queue: no free slot (else: no replica at all)
             return
-        self._send(self.replicas[best & POSITION_MASK], req)
+        self._send(self.replicas[best[1]], req)
 
     def _eligible(self, req: Request):
         """Pools (or, round robin, replicas) that can hold ``req``; None (and the request

@@ -1,5 +1,6 @@
 # C types for timer.py when compiled (see setup.py); the logic is in timer.py.
 cimport cython
+from sim.engine.indexed_heap cimport IndexedHeap
 from sim.engine.request cimport RouterFacing
 
 
@@ -11,28 +12,23 @@ cdef class StaleTimers:
     cdef public long pending, purged
 
 
-@cython.final
-cdef class ReplicaClock:
+cdef class TimerDriven
+
+
+cdef class ReplicaClock(IndexedHeap):
     cdef public object env, owners, armed, _callbacks
     cdef public StaleTimers _stale
-    cdef public long size, capacity, armed_prio
+    cdef public long armed_prio
     cdef public double armed_time
     cdef double[:] times
-    cdef long long[:] prios, heap, where
+    cdef long long[:] prios
 
-    cpdef long register(self, owner, long priority)
     @cython.locals(ta=double, tb=double)
     cdef bint _before(self, long long a, long long b)
-    cdef void _place(self, long pos, long long slot)
-    @cython.locals(slot=cython.longlong, parent=long, above=cython.longlong)
-    cdef long _sift_up(self, long pos)
-    @cython.locals(slot=cython.longlong, size=long, child=long, right=long, below=cython.longlong)
-    cdef void _sift_down(self, long pos)
     @cython.locals(top=cython.longlong, pos=long)
     cpdef schedule(self, long slot, double at_s)
     @cython.locals(pos=long)
     cpdef cancel(self, long slot)
-    cdef void _remove(self, long pos)
     @cython.locals(top=cython.longlong, at_s=double, priority=long, stale=StaleTimers)
     cpdef _arm(self)
     @cython.locals(slot=cython.longlong, owner=TimerDriven)

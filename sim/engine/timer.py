@@ -28,6 +28,7 @@ from heapq import heapify, heappush
 
 from simpy.events import NORMAL, Event
 
+from sim.engine.indexed_heap import IndexedHeap
 from sim.engine.request import RouterFacing
 
 from sim.scenario import MAX_REPLICAS_PER_POOL  # replica priorities of two pools never overlap
@@ -103,93 +104,49 @@ class Rearmable(Event):
         heappush(env._queue, (env._now + delay_s, NORMAL, next(env._eid), self))  # noqa: SLF001
 
 
-class ReplicaClock:
-    """Every replica timer of one environment, in one indexed binary heap ordered by
-    (instant, priority), with a single entry in SimPy's queue: the earliest timer's (see
-    the module docstring). One per environment: :func:`replica_clock`.
+class ReplicaClock(IndexedHeap):
+    """Every replica timer of one environment, in one indexed heap ordered by (instant,
+    priority), with a single entry in SimPy's queue: the earliest timer's (module
+    docstring). One per environment: :func:`replica_clock`.
 
     A replica owns one slot (:meth:`register`) and has at most one pending timer:
-    :meth:`schedule` sets or moves it (a cut), :meth:`cancel` drops it. The heap keeps
-    each slot's position, so moving a timer is a sift in place; nothing stale is left
-    behind. Instants and priorities live in typed arrays (C doubles and 64-bit ints in
-    the compiled build, ``timer.pxd``), so heap order is decided without Python objects.
+    :meth:`schedule` sets or moves it (a cut), :meth:`cancel` drops it. Instants and
+    priorities live in typed arrays (C doubles and int64 in the compiled build,
+    ``timer.pxd``), so the heap order is decided without Python objects.
     """
 
-    __slots__ = ("env", "owners", "times", "prios", "heap", "where", "size", "capacity", "armed",
-                 "armed_time", "armed_prio", "_callbacks", "_stale")
+    __slots__ = ("env", "owners", "times", "prios", "armed", "armed_time", "armed_prio", "_callbacks", "_stale")
 
     def __init__(self, env) -> None:
         self.env = env
         self.owners: list = []
-        self.size = 0  # pending timers (heap[:size])
-        self.capacity = 0
         self.times = array("d")  # per slot: the instant of its pending timer
         self.prios = array("q")  # per slot: its SimPy priority (replica_priority)
-        self.heap = array("q")  # slots, a binary min-heap on (times, prios)
-        self.where = array("q")  # per slot: its position in heap, -1 if no timer is pending
-        self.armed = None  # the _At in SimPy's queue standing for heap[0]
+        self.armed = None  # the _At in SimPy's queue standing for the earliest timer
         self.armed_time = 0.0
         self.armed_prio = 0
         self._callbacks = (self._fire,)
         self._stale = stale_timers(env)
-        self._grow(16)
-
-    def _grow(self, capacity: int) -> None:
-        """New arrays of ``capacity`` slots (the old ones are copied, never resized in
-        place: the compiled build holds typed views of them)."""
-        times, prios = array("d", [0.0]) * capacity, array("q", [0]) * capacity
-        heap, where = array("q", [0]) * capacity, array("q", [-1]) * capacity
-        for i in range(self.capacity):
-            times[i], prios[i], heap[i], where[i] = self.times[i], self.prios[i], self.heap[i], self.where[i]
-        self.times, self.prios, self.heap, self.where = times, prios, heap, where
-        self.capacity = capacity
+        self._init_heap(0)
 
     def register(self, owner, priority: int) -> int:
         """A slot for ``owner`` (a :class:`TimerDriven`), whose timers fire at SimPy
         ``priority``; priorities of two slots must differ."""
         slot = len(self.owners)
         if slot == self.capacity:
-            self._grow(2 * self.capacity)
+            capacity = max(16, 2 * self.capacity)
+            times, prios = array("d", [0.0]) * capacity, array("q", [0]) * capacity
+            for i in range(slot):
+                times[i], prios[i] = self.times[i], self.prios[i]
+            self.times, self.prios = times, prios
+            self._grow_heap(capacity)
         self.owners.append(owner)
         self.prios[slot] = priority
         return slot
 
     def _before(self, a: int, b: int) -> bool:
-        """Does slot ``a``'s timer fire before slot ``b``'s?"""
         ta, tb = self.times[a], self.times[b]
         return ta < tb or (ta == tb and self.prios[a] < self.prios[b])
-
-    def _place(self, pos: int, slot: int) -> None:
-        self.heap[pos] = slot
-        self.where[slot] = pos
-
-    def _sift_up(self, pos: int) -> int:
-        slot = self.heap[pos]
-        while pos > 0:
-            parent = (pos - 1) >> 1
-            above = self.heap[parent]
-            if not self._before(slot, above):
-                break
-            self._place(pos, above)
-            pos = parent
-        self._place(pos, slot)
-        return pos
-
-    def _sift_down(self, pos: int) -> None:
-        slot, size = self.heap[pos], self.size
-        while True:
-            child = 2 * pos + 1
-            if child >= size:
-                break
-            right = child + 1
-            if right < size and self._before(self.heap[right], self.heap[child]):
-                child = right
-            below = self.heap[child]
-            if not self._before(below, slot):
-                break
-            self._place(pos, below)
-            pos = child
-        self._place(pos, slot)
 
     def schedule(self, slot: int, at_s: float) -> None:
         """Set ``slot``'s pending timer to fire at ``at_s`` (replacing any)."""
@@ -197,50 +154,37 @@ class ReplicaClock:
         self.times[slot] = at_s
         pos = self.where[slot]
         if pos < 0:
-            pos = self.size
-            self.size += 1
-            self._place(pos, slot)
-        if self._sift_up(pos) == pos:
-            self._sift_down(pos)
+            self._push(slot)
+        else:
+            self._restore(pos)
         if slot == top or self.heap[0] == slot:
             self._arm()
 
     def cancel(self, slot: int) -> None:
         """Drop ``slot``'s pending timer, if any."""
         pos = self.where[slot]
-        if pos < 0:
-            return
-        self._remove(pos)
-        if pos == 0:
-            self._arm()
-
-    def _remove(self, pos: int) -> None:
-        self.where[self.heap[pos]] = -1
-        self.size -= 1
-        if pos < self.size:
-            self._place(pos, self.heap[self.size])
-            if self._sift_up(pos) == pos:
-                self._sift_down(pos)
+        if pos >= 0:
+            self._remove(pos)
+            if pos == 0:
+                self._arm()
 
     def _arm(self) -> None:
         """Make SimPy's queue hold one live entry, at the earliest timer's (instant,
         priority); a superseded entry is cancelled (``_CANCELLED``, purged in bulk)."""
+        at_s, priority = 0.0, 0
         if self.size:
             top = self.heap[0]
             at_s, priority = self.times[top], self.prios[top]
             if self.armed is not None and self.armed_time == at_s and self.armed_prio == priority:
                 return
-        else:
-            at_s, priority = 0.0, 0
         queue = self.env._queue  # noqa: SLF001 - an absolute instant needs the queue itself
-        old = self.armed
-        if old is not None:
-            old.callbacks = _CANCELLED
+        if self.armed is not None:
+            self.armed.callbacks = _CANCELLED
+            self.armed = None
             stale = self._stale
             stale.pending += 1
             if stale.pending >= PURGE_MIN and 4 * stale.pending >= len(queue):
                 _purge(queue, stale)
-            self.armed = None
         if self.size:
             entry = _At()
             entry.callbacks = self._callbacks
