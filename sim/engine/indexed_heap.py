@@ -44,33 +44,40 @@ class IndexedHeap:
         self.where[slot] = pos
 
     def _sift_up(self, pos: int) -> int:
-        """Move the slot at ``pos`` up to its place; its final position."""
-        slot = self.heap[pos]
+        """Move the slot at ``pos`` up to its place; its final position. (``_place``
+        is written out in the loops: a call per level costs the source build dearly.)"""
+        heap, where = self.heap, self.where
+        slot = heap[pos]
         while pos > 0:
             parent = (pos - 1) >> 1
-            above = self.heap[parent]
+            above = heap[parent]
             if not self._before(slot, above):
                 break
-            self._place(pos, above)
+            heap[pos] = above
+            where[above] = pos
             pos = parent
-        self._place(pos, slot)
+        heap[pos] = slot
+        where[slot] = pos
         return pos
 
     def _sift_down(self, pos: int) -> None:
-        slot, size = self.heap[pos], self.size
+        heap, where, size = self.heap, self.where, self.size
+        slot = heap[pos]
         while True:
             child = 2 * pos + 1
             if child >= size:
                 break
             right = child + 1
-            if right < size and self._before(self.heap[right], self.heap[child]):
+            if right < size and self._before(heap[right], heap[child]):
                 child = right
-            below = self.heap[child]
+            below = heap[child]
             if not self._before(below, slot):
                 break
-            self._place(pos, below)
+            heap[pos] = below
+            where[below] = pos
             pos = child
-        self._place(pos, slot)
+        heap[pos] = slot
+        where[slot] = pos
 
     def _restore(self, pos: int) -> None:
         """The key of the slot at ``pos`` changed: sift it whichever way it must go."""

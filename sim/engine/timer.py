@@ -1,16 +1,24 @@
 """Timeout-driven replicas: the plumbing shared by every replica state machine.
 
-A replica acts on one pending timer at a time (``_timer``). To end its current work
-earlier it starts a new timer and cancels the superseded one. SimPy cannot take one event
-out of its queue, so a cancelled timer's entry stays there with its callbacks emptied;
-the cancelled entries are counted per environment (:class:`StaleTimers`) and, once they
-are at least a quarter of SimPy's queue, removed all at once (filter + heapify, O(queue), so
-O(1) amortised per cancellation): most are never popped at all, and
-:func:`sim.engine.run.events_processed` does not count the removed ones. Removing them
-changes no result: they run nothing, and every live entry keeps its unique
-``(instant, priority, eid)`` key, so the pop order is the same. When the current timer
-fires the replica finishes the work in flight (``_finish``) and decides what to do next
-at the boundary (``_boundary``).
+A replica acts on one pending timer at a time. To end its current work earlier it moves
+that timer (a cut). Every replica timer of one environment lives in one
+:class:`ReplicaClock`: an indexed binary heap ordered by (instant, priority), in typed
+arrays, where moving or cancelling a timer is a sift in place. SimPy's queue holds a
+single entry for the clock, at its earliest timer's (instant, priority); when SimPy pops
+it the clock runs that replica (``_fired``: it finishes the work in flight, ``_finish``,
+and decides what to do next at the boundary, ``_boundary``) and arms the next. Replica
+priorities are unique and above every other event's, so events pop in exactly the order
+one SimPy entry per timer gave (the implementation this replaced, kept as the reference
+in ``tests/sim/engine/test_replica_clock.py``), while SimPy's queue stays a few entries
+long whatever the fleet size.
+
+When the clock's earliest timer changes, its SimPy entry is superseded: SimPy cannot take
+one event out of its queue, so the old entry stays there with its callbacks emptied. The
+cancelled entries are counted per environment (:class:`StaleTimers`) and, once they are
+at least a quarter of SimPy's queue, removed all at once (filter + heapify, O(queue), so
+O(1) amortised per cancellation); :func:`sim.engine.run.events_processed` does not count
+the removed ones. Removing them changes no result: they run nothing, and every live entry
+keeps its unique ``(instant, priority, eid)`` key, so the pop order is the same.
 
 Timers are scheduled at an absolute instant (not ``now + delay``, whose rounding depends
 on when the timer was set) and with a priority of their own, so fast and exact mode
