@@ -8,31 +8,24 @@ cdef class _At:
     cdef public object callbacks
 
 
-cdef class StaleTimers:
-    cdef public long pending, purged
-
-
 cdef class TimerDriven
 
 
 cdef class ReplicaClock(IndexedHeap):
-    cdef public object env, owners, armed, _callbacks
-    cdef public StaleTimers _stale
-    cdef public long armed_prio
-    cdef public double armed_time
+    cdef public object env, owners, pending, _callbacks
     cdef double[:] times
     cdef long long[:] prios
 
     @cython.locals(ta=double, tb=double)
     cdef bint _before(self, long long a, long long b)
-    @cython.locals(top=cython.longlong, pos=long)
+    @cython.locals(pos=long)
     cpdef schedule(self, long slot, double at_s)
     @cython.locals(pos=long)
     cpdef cancel(self, long slot)
-    @cython.locals(top=cython.longlong, at_s=double, priority=long, stale=StaleTimers)
+    @cython.locals(top=cython.longlong)
     cpdef _arm(self)
     @cython.locals(slot=cython.longlong, owner=TimerDriven)
-    cpdef _fire(self, entry)
+    cpdef _fire(self, _entry)
 
 
 cdef class TimerDriven(RouterFacing):

@@ -12,13 +12,13 @@ one SimPy entry per timer gave (the implementation this replaced, kept as the re
 in ``tests/sim/engine/test_replica_clock.py``), while SimPy's queue stays a few entries
 long whatever the fleet size.
 
-When the clock's earliest timer changes, its SimPy entry is superseded: SimPy cannot take
-one event out of its queue, so the old entry stays there with its callbacks emptied. The
-cancelled entries are counted per environment (:class:`StaleTimers`) and, once they are
-at least a quarter of SimPy's queue, removed all at once (filter + heapify, O(queue), so
-O(1) amortised per cancellation); :func:`sim.engine.run.events_processed` does not count
-the removed ones. Removing them changes no result: they run nothing, and every live entry
-keeps its unique ``(instant, priority, eid)`` key, so the pop order is the same.
+The clock never cancels a SimPy entry: it keeps the (instant, priority) keys of its
+entries still in SimPy's queue (``pending``, a small heap) and pushes a new one only when
+its earliest timer comes before all of them (a cut, or a replica woken now). An entry
+whose timer has moved on fires for nothing and the clock arms the earliest timer again;
+since every entry's key is at or before the earliest timer's, no timer fires late. After
+an interloper fires, the entry of the timer it overtook is still queued and is used as
+is: one SimPy event per replica boundary, and nothing to purge.
 
 Timers are scheduled at an absolute instant (not ``now + delay``, whose rounding depends
 on when the timer was set) and with a priority of their own, so fast and exact mode
@@ -32,7 +32,7 @@ went to whichever had set its timer first, which differs between the modes.
 from __future__ import annotations
 
 from array import array
-from heapq import heapify, heappush
+from heapq import heappop, heappush
 
 from simpy.events import NORMAL, Event
 
@@ -49,47 +49,14 @@ def replica_priority(pool_index: int, replica_index: int) -> int:
     return NORMAL + 1 + pool_index * (MAX_REPLICAS_PER_POOL + 1) + replica_index
 
 
-_CANCELLED = ()  # the callbacks of a cancelled timer: SimPy pops it and runs nothing
-PURGE_MIN = 16  # cancelled entries below which the queue is never filtered (a quarter of it above)
-
-
 class _At:
-    """A timer entry in SimPy's queue: all ``Environment.step`` reads of an event is its
-    ``callbacks`` (a tuple shared between a replica's timers: nothing appends to them)
-    and ``_ok``; a slotted object is cheaper to make than an ``Event`` with a __dict__."""
+    """The clock's entry in SimPy's queue: all ``Environment.step`` reads of an event is its
+    ``callbacks`` (a tuple shared by the clock's entries: nothing appends to them) and
+    ``_ok``; a slotted object is cheaper to make than an ``Event`` with a __dict__."""
 
     __slots__ = ("callbacks",)
     _ok = True
     _value = None
-
-
-class StaleTimers:
-    """Cancelled timers still in one environment's queue (``pending``) and those removed
-    from it so far (``purged``). One per environment: :func:`stale_timers`."""
-
-    __slots__ = ("pending", "purged")
-
-    def __init__(self) -> None:
-        self.pending = 0
-        self.purged = 0
-
-
-def stale_timers(env) -> StaleTimers:
-    """The environment's :class:`StaleTimers` (made on first use)."""
-    stale = getattr(env, "dcsim_stale_timers", None)
-    if stale is None:
-        stale = env.dcsim_stale_timers = StaleTimers()
-    return stale
-
-
-def _purge(queue: list, stale: StaleTimers) -> None:
-    """Drop every cancelled entry from SimPy's queue (in place: ``Environment.step``
-    holds the list) and restore the heap."""
-    live = [entry for entry in queue if entry[3].callbacks is not _CANCELLED]
-    stale.purged += len(queue) - len(live)
-    stale.pending = 0
-    queue[:] = live
-    heapify(queue)
 
 
 class Rearmable(Event):
@@ -123,18 +90,15 @@ class ReplicaClock(IndexedHeap):
     ``timer.pxd``), so the heap order is decided without Python objects.
     """
 
-    __slots__ = ("env", "owners", "times", "prios", "armed", "armed_time", "armed_prio", "_callbacks", "_stale")
+    __slots__ = ("env", "owners", "times", "prios", "pending", "_callbacks")
 
     def __init__(self, env) -> None:
         self.env = env
         self.owners: list = []
         self.times = array("d")  # per slot: the instant of its pending timer
         self.prios = array("q")  # per slot: its SimPy priority (replica_priority)
-        self.armed = None  # the _At in SimPy's queue standing for the earliest timer
-        self.armed_time = 0.0
-        self.armed_prio = 0
+        self.pending: list[tuple[float, int]] = []  # heap of the keys of this clock's entries in SimPy's queue
         self._callbacks = (self._fire,)
-        self._stale = stale_timers(env)
         self._init_heap(0)
 
     def register(self, owner, priority: int) -> int:
@@ -158,58 +122,47 @@ class ReplicaClock(IndexedHeap):
 
     def schedule(self, slot: int, at_s: float) -> None:
         """Set ``slot``'s pending timer to fire at ``at_s`` (replacing any)."""
-        top = self.heap[0] if self.size else -1
-        self.times[slot] = at_s
         pos = self.where[slot]
+        self.times[slot] = at_s
         if pos < 0:
             self._push(slot)
         else:
             self._restore(pos)
-        if slot == top or self.heap[0] == slot:
+        if self.heap[0] == slot:
             self._arm()
 
     def cancel(self, slot: int) -> None:
-        """Drop ``slot``'s pending timer, if any."""
+        """Drop ``slot``'s pending timer, if any (its SimPy entry, if it has one, will
+        fire for nothing)."""
         pos = self.where[slot]
         if pos >= 0:
             self._remove(pos)
-            if pos == 0:
-                self._arm()
 
     def _arm(self) -> None:
-        """Make SimPy's queue hold one live entry, at the earliest timer's (instant,
-        priority); a superseded entry is cancelled (``_CANCELLED``, purged in bulk)."""
-        at_s, priority = 0.0, 0
-        if self.size:
-            top = self.heap[0]
-            at_s, priority = self.times[top], self.prios[top]
-            if self.armed is not None and self.armed_time == at_s and self.armed_prio == priority:
-                return
-        queue = self.env._queue  # noqa: SLF001 - an absolute instant needs the queue itself
-        if self.armed is not None:
-            self.armed.callbacks = _CANCELLED
-            self.armed = None
-            stale = self._stale
-            stale.pending += 1
-            if stale.pending >= PURGE_MIN and 4 * stale.pending >= len(queue):
-                _purge(queue, stale)
-        if self.size:
-            entry = _At()
-            entry.callbacks = self._callbacks
-            heappush(queue, (at_s, priority, next(self.env._eid), entry))  # noqa: SLF001
-            self.armed, self.armed_time, self.armed_prio = entry, at_s, priority
+        """Keep an entry in SimPy's queue at or before the earliest timer: push one at its
+        (instant, priority) unless an entry of this clock already comes no later."""
+        if not self.size:
+            return
+        top = self.heap[0]
+        key = (self.times[top], self.prios[top])
+        if self.pending and self.pending[0] <= key:
+            return
+        heappush(self.pending, key)
+        entry = _At()
+        entry.callbacks = self._callbacks
+        heappush(self.env._queue, (key[0], key[1], next(self.env._eid), entry))  # noqa: SLF001
 
-    def _fire(self, entry) -> None:
-        """SimPy popped the armed entry: run the earliest timer's owner, then arm the next."""
-        if entry is not self.armed:
-            return  # cancelled entries run no callback; a guard all the same
-        self.armed = None
-        slot = self.heap[0]
-        self._remove(0)
-        owner = self.owners[slot]
-        owner._fired()
-        if self.armed is None and self.size:
-            self._arm()
+    def _fire(self, _entry) -> None:
+        """SimPy popped this clock's earliest entry: if the earliest timer is due at its
+        key, run that replica; then arm the next."""
+        key = heappop(self.pending)
+        if self.size:
+            slot = self.heap[0]
+            if self.times[slot] == key[0] and self.prios[slot] == key[1]:
+                self._remove(0)
+                owner = self.owners[slot]
+                owner._fired()
+        self._arm()
 
 
 def replica_clock(env) -> ReplicaClock:
