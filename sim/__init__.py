@@ -19,11 +19,13 @@ The engine's hot path is compiled with Cython at install (``setup.py``: every
 ``sim/**/X.py`` with an ``X.pxd`` beside it; the ``.py`` is the only source of the logic).
 :data:`ENGINE_BUILD` says which runs: ``"compiled"``, or ``"source"`` when
 ``DCSIM_PURE_PYTHON`` is set (to a value other than ``0``), when nothing was compiled (no
-C compiler at install), or when a compiled module is older than its ``.py`` or ``.pxd``
-(an edit since the build; a warning says so: ``make build`` rebuilds). Python would
-otherwise import a stale extension in preference to the edited source. The switch is all
-or none: a compiled class and a source subclass would disagree on where their attributes
-live. Both builds give byte-identical results (``tests/sim/engine/test_compiled_engine.py``).
+C compiler at install), when only some modules were compiled, or, in a source tree
+(``setup.py`` beside ``sim/``), when a compiled module is older than its ``.py`` or
+``.pxd``: an edit since the build, which Python would otherwise ignore, importing the
+stale extension in preference to the edited source (a warning says so; ``make build``
+rebuilds). An installed wheel's file times say nothing about edits and are not compared.
+The switch is all or none: a compiled class and a source subclass would disagree on where
+their attributes live. Both builds give byte-identical results (``tests/sim/engine/test_compiled_engine.py``).
 """
 
 from __future__ import annotations
@@ -93,11 +95,14 @@ def _choose_build() -> tuple[str, str]:
     elif not any(built.values()):
         why = "the engine was not compiled (no C compiler or Cython at install)"
     else:
+        in_tree = (Path(__file__).resolve().parents[1] / "setup.py").is_file()  # not a wheel's copy
         for name, py in sources.items():
             ext = built[name]
-            newest = max(py.stat().st_mtime, py.with_suffix(".pxd").stat().st_mtime)
-            if ext is None or ext.stat().st_mtime < newest:
+            if ext is None:
+                why = f"{py.name} was not compiled"
+            elif in_tree and ext.stat().st_mtime < max(py.stat().st_mtime, py.with_suffix(".pxd").stat().st_mtime):
                 why = f"{py.name} changed after the engine was compiled"
+            if why:
                 warnings.warn(
                     f"dcsim: {why}; running the Python source (same results, slower). "
                     "Rebuild with `make build`.",

@@ -99,6 +99,7 @@ def test_an_edit_after_the_build_switches_everything_to_the_source(tmp_path):
     _require_compiled()
     copy = tmp_path / "sim"
     shutil.copytree(ROOT / "sim", copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
+    shutil.copy(ROOT / "setup.py", tmp_path / "setup.py")  # a source tree: file times are compared
     t0 = 1_700_000_000
     for path in copy.rglob("*"):  # sources at t0, their build 10 s later, then one edit
         os.utime(path, (t0, t0 + 10 if path.suffix == ".so" else t0))
@@ -116,3 +117,6 @@ def test_an_edit_after_the_build_switches_everything_to_the_source(tmp_path):
     assert stale.returncode == 0, stale.stderr
     assert stale.stdout.split() == ["source", "True", "True"]
     assert "router.py changed after the engine was compiled" in stale.stderr
+    (tmp_path / "setup.py").unlink()  # an installed copy (a wheel): file times are not compared
+    installed = imported()
+    assert installed.stdout.split() == ["compiled", "False", "False"], installed.stderr
