@@ -17,12 +17,17 @@ $(STAMP): pyproject.toml requirements.lock
 # The engine's hot path is compiled with Cython (setup.py: each sim/**/X.py with an X.pxd).
 # `pip install -e .` above compiles it; this rebuilds it after an edit of one of those files
 # (until then dcsim warns and runs the Python source: same results, slower).
-ENGINE_SRC := $(wildcard sim/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard sim/*/*.pxd))
+# The stamp is only touched once the compiled build is the one that runs, so after a
+# failed compile (no C compiler: dcsim then runs the source) every target tries again.
+ENGINE_PXD := $(shell find sim -name '*.pxd')
+ENGINE_SRC := $(ENGINE_PXD) $(ENGINE_PXD:.pxd=.py)
 BUILT := $(VENV)/.built
 
 $(BUILT): $(STAMP) setup.py $(ENGINE_SRC)
 	$(BIN)/python setup.py --quiet build_ext --inplace
-	touch $(BUILT)
+	@if DCSIM_PURE_PYTHON=0 $(BIN)/python -W ignore -c "import sim, sys; sys.exit(sim.ENGINE_BUILD != 'compiled')"; \
+	then touch $(BUILT); \
+	else echo "dcsim: the engine did not compile; it runs from the Python source (same results, ~3x slower)"; fi
 
 build: $(BUILT)
 

@@ -10,25 +10,25 @@ cdef class ARReplica(TimerDriven):
     cdef public object _admitted, _blocks_key, _inflight, _mixed, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers, block_bytes
     cdef public DecodeLine _seg_line
     cdef public double _anchor, _decode_from, _end_at, _start, acc
-    cdef public long _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
-    cdef public long block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, outstanding, sum_offsets, watermark_blocks
+    cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
+    cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, outstanding, sum_offsets, watermark_blocks
     cdef public bint _busy, _cuttable
 
-    cpdef long blocks_used(self, long counter)
-    cpdef double kv_bytes_estimate(self, long counter)
+    cpdef Py_ssize_t blocks_used(self, Py_ssize_t counter)
+    cpdef double kv_bytes_estimate(self, Py_ssize_t counter)
     cpdef _kv_sync(self)
     @cython.locals(req=Request)
-    cpdef _add_running(self, Request req, long tokens_now)
+    cpdef _add_running(self, Request req, Py_ssize_t tokens_now)
     cpdef _remove_running(self, Request req)
-    @cython.locals(index=_MinIndex, i=long)
+    @cython.locals(index=_MinIndex, i=cython.Py_ssize_t)
     cpdef submit(self, Request req)
     cpdef _boundary(self)
-    @cython.locals(req=Request, index=_MinIndex, i=long)
+    @cython.locals(req=Request, index=_MinIndex, i=cython.Py_ssize_t)
     cpdef _finish_completed(self)
-    @cython.locals(req=Request, index=_MinIndex, i=long)
+    @cython.locals(req=Request, index=_MinIndex, i=cython.Py_ssize_t)
     cpdef list _admit(self)
     @cython.locals(req=Request)
-    cpdef bint _head_fits(self, long counter)
+    cpdef bint _head_fits(self, Py_ssize_t counter)
     @cython.locals(line=DecodeLine)
     cpdef _begin(self, list admitted)
     @cython.locals(r=Request)

@@ -25,7 +25,7 @@ class Request:
     """
 
     # slots, not a __dict__; compiled (Cython, see ``request.pxd``) the fields are typed
-    # C members: C long for the int fields, C double for the float ones
+    # C members: Py_ssize_t for the int fields, C double for the float ones
     __slots__ = (
         "id", "workload", "arrival_at_s", "prompt_tokens", "output_tokens", "steps", "service_s", "images", "cfg",
         "status", "reason", "pool", "replica", "admitted_at_s", "first_token_at_s", "done_at_s", "preemptions",

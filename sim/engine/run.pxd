@@ -3,6 +3,6 @@ cdef class RunContext:
     cdef public object env, drained, outcomes
     cdef public bint exact, arrivals_done
     cdef public double window_start_s, window_end_s
-    cdef public long outstanding
+    cdef public Py_ssize_t outstanding
     cpdef request_finished(self, req)
     cpdef account(self, stats, double t0, double t1, double flops, double bytes_moved, double hbm_bytes)

@@ -18,10 +18,10 @@ cdef class ReplicaClock(IndexedHeap):
 
     @cython.locals(ta=double, tb=double)
     cdef bint _before(self, long long a, long long b)
-    @cython.locals(pos=long)
-    cpdef schedule(self, long slot, double at_s)
-    @cython.locals(pos=long)
-    cpdef cancel(self, long slot)
+    @cython.locals(pos=cython.Py_ssize_t)
+    cpdef schedule(self, Py_ssize_t slot, double at_s)
+    @cython.locals(pos=cython.Py_ssize_t)
+    cpdef cancel(self, Py_ssize_t slot)
     @cython.locals(top=cython.longlong)
     cpdef _arm(self)
     @cython.locals(slot=cython.longlong, owner=TimerDriven)
@@ -31,7 +31,7 @@ cdef class ReplicaClock(IndexedHeap):
 cdef class TimerDriven(RouterFacing):
     cdef public object env, _timer
     cdef public ReplicaClock _clock
-    cdef public long _slot
+    cdef public Py_ssize_t _slot
     cpdef _start_timer_at(self, double at_s)
     cpdef _stop_timer(self)
     cpdef _fired(self)

@@ -7,21 +7,21 @@ cdef class DecodeLine:
     cdef public double c0, c1, m0, m1, k
 
 
-@cython.locals(a1=double, b1=double, a2=double, b2=double, split=long)
-cpdef double decode_stretch_time_s(DecodeLine line, double context0, long batch, long n)
+@cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t)
+cpdef double decode_stretch_time_s(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n)
 
-@cython.locals(guess=long, k=long)
-cpdef long decode_stretch_iterations_done(DecodeLine line, double context0, long batch, long n, double elapsed_s)
+@cython.locals(guess=cython.Py_ssize_t, k=cython.Py_ssize_t)
+cpdef Py_ssize_t decode_stretch_iterations_done(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n, double elapsed_s)
 
-@cython.locals(a1=double, b1=double, a2=double, b2=double, split=long, head=double,
+@cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t, head=double,
                first_a=double, first_b=double, second_a=double, second_b=double)
-cpdef long _solve_iterations(DecodeLine line, double context0, long batch, long n, double elapsed_s)
+cpdef Py_ssize_t _solve_iterations(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n, double elapsed_s)
 
 @cython.locals(half=double, lin=double)
-cpdef long _quadratic_count(double a, double b, long _start, double budget)
+cpdef Py_ssize_t _quadratic_count(double a, double b, Py_ssize_t _start, double budget)
 
-@cython.locals(ahead_a=double, ahead_b=double, behind_a=double, behind_b=double, j=long)
-cpdef long _first_index_where_second_wins(double a1, double b1, double a2, double b2, long n)
+@cython.locals(ahead_a=double, ahead_b=double, behind_a=double, behind_b=double, j=cython.Py_ssize_t)
+cpdef Py_ssize_t _first_index_where_second_wins(double a1, double b1, double a2, double b2, Py_ssize_t n)
 
-@cython.locals(count=long)
-cpdef double _series(double a, double b, long start, long stop)
+@cython.locals(count=cython.Py_ssize_t)
+cpdef double _series(double a, double b, Py_ssize_t start, Py_ssize_t stop)

@@ -409,6 +409,11 @@ class _CommModel:
         return t
 
 
+MAX_ITERATIONS = float(2**53)
+"""Cap on an iteration count solved in floating point (:func:`_quadratic_count`): callers
+clamp to the stretch's length anyway, and the cap keeps it an exact 64-bit integer."""
+
+
 def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int) -> float:
     """Total time of ``n`` decode iterations with a fixed batch whose total context starts
     at ``context0`` and grows by ``batch`` tokens per iteration (closed form, O(1)).
@@ -467,11 +472,11 @@ def _quadratic_count(a: float, b: float, _start: int, budget: float) -> int:
     if budget <= 0:
         return 0
     if b <= 0:
-        return int(budget / a)
+        return int(min(budget / a, MAX_ITERATIONS))
     # b/2·k² + (a − b/2)·k − budget = 0
     half = b / 2.0
     lin = a - half
-    return int((-lin + math.sqrt(lin * lin + 4.0 * half * budget)) / (2.0 * half))
+    return int(min((-lin + math.sqrt(lin * lin + 4.0 * half * budget)) / (2.0 * half), MAX_ITERATIONS))
 
 
 def _first_index_where_second_wins(a1: float, b1: float, a2: float, b2: float, n: int) -> int:
@@ -483,7 +488,9 @@ def _first_index_where_second_wins(a1: float, b1: float, a2: float, b2: float, n
         ahead_a, ahead_b, behind_a, behind_b = a2, b2, a1, b1
     if behind_b <= ahead_b:
         return n
-    j = math.floor((ahead_a - behind_a) / (behind_b - ahead_b)) + 1
+    # a crossing past n + 1 gives n below, so it is capped there before it becomes an
+    # integer (two nearly equal slopes put it beyond any integer type)
+    j = math.floor(min((ahead_a - behind_a) / (behind_b - ahead_b), n + 1.0)) + 1
     # guard the float boundary so the split agrees with a per-iteration max()
     while j > 0 and behind_a + behind_b * (j - 1) > ahead_a + ahead_b * (j - 1):
         j -= 1

@@ -48,6 +48,16 @@ def test_the_compiled_modules_are_the_ones_imported():
         assert Path(module.__file__).suffix == ".so", module.__file__
 
 
+def test_a_float_in_an_integer_field_is_refused_not_truncated():
+    """The compiled Request's int fields are Py_ssize_t: a float is a TypeError there (a C
+    long would have truncated 3.7 to 3 silently, where the source keeps 3.7)."""
+    _require_compiled()
+    from sim.engine.request import Request
+
+    with pytest.raises(TypeError):
+        Request(0, 0, 0.0).prompt_tokens = 3.7
+
+
 @pytest.fixture(scope="module")
 def source_engine():
     engine = SourceEngine()
@@ -59,7 +69,7 @@ def test_the_switch_runs_the_source(source_engine):
     assert source_engine.build == "source replica_ar.py"
 
 
-@diff_settings(40)
+@diff_settings(200)
 @given(data=st.data())
 def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
     _require_compiled()

@@ -54,3 +54,15 @@ def test_iterations_done_inverts_the_stretch_time(case, fraction):
     assert decode_stretch_time_s(line, context0, batch, k) <= elapsed
     if k < n:
         assert decode_stretch_time_s(line, context0, batch, k + 1) > elapsed
+
+
+def test_nearly_equal_slopes_do_not_overflow_the_iteration_count():
+    """Shrunk from a review: two decode lines whose slopes differ by ~1 ulp cross ~1e300
+    iterations out, past any 64-bit integer (the compiled build raised OverflowError).
+    The crossing is beyond the stretch, so the split is the stretch's length, and an
+    elapsed time far beyond the stretch has finished all of it."""
+    from sim.models.perf import DecodeLine, _first_index_where_second_wins, decode_stretch_iterations_done
+
+    assert _first_index_where_second_wins(1.0, 0.0, 0.0, 1e-300, 10) == 10
+    line = DecodeLine(0.01, 1e-9, 0.01, 1e-9 * (1 + 2**-52), 0.001)
+    assert decode_stretch_iterations_done(line, 100.0, 3, 1000, 1e30) == 1000
