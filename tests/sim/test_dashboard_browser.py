@@ -215,14 +215,14 @@ def test_long_placement_error_is_full_width_and_run_says_why(server, page):
 
 
 def test_a_long_run_shows_progress(server, page):
-    """1,500 s of arrivals on the default scenario (about five times the dashboard's
-    default): while it runs, the progress bar fed by the engine's progress callback
+    """3,000 s of arrivals on the default scenario (about ten times the dashboard's
+    default, so that the compiled engine still takes seconds per fleet): while it runs, the progress bar fed by the engine's progress callback
     shows which fleet is simulated and how many requests are done, then the results."""
     page.goto(server)
     page.get_by_role("button", name="Run").wait_for(timeout=30_000)
     page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
     duration = page.get_by_role("spinbutton", name="arrivals for (s)")
-    duration.fill("1500")
+    duration.fill("3000")
     duration.press("Enter")
     page.wait_for_timeout(500)
     page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # the edit's rerun
@@ -240,5 +240,5 @@ def test_a_long_run_shows_progress(server, page):
     assert any(t.startswith("simulating fleet all-b200 (2/3, ") for t in seen), seen
     assert any("requests" in t and "/" in t for t in seen), seen
     page.locator("[data-testid=fleet-card]").first.wait_for(timeout=120_000)
-    page.get_by_text("1500 s of arrivals").first.wait_for(timeout=10_000)
+    page.get_by_text("3000 s of arrivals").first.wait_for(timeout=10_000)
     assert page.locator("[data-testid=stProgress]").count() == 0  # gone once the results are drawn
