@@ -19,8 +19,8 @@ from sweep_cases import write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 LINE = "dcsim: interrupted; nothing written"
-LONG = {  # ~600k requests: minutes of simulation, far longer than any test waits
-    "name": "long", "seed": 1, "duration_s": 3000, "warmup_s": 0, "drain_s": 60,
+LONG = {  # ~1.2M requests: ~20 s of compiled simulation, far longer than any test waits
+    "name": "long", "seed": 1, "duration_s": 6000, "warmup_s": 0, "drain_s": 60,
     "workloads": {"chat": {"kind": "autoregressive", "model": "llama-3-8b",
                            "arrival": {"kind": "poisson", "rate_per_s": 200}}},
     "fleets": [{"name": "h100", "pools": [{"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"],
@@ -92,7 +92,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_killed_sweep_parent_leaves_no_workers(tmp_path):
-    sweep = write_sweep(tmp_path, {"duration_s": [2000, 2500, 3000]}, seeds=2,
+    sweep = write_sweep(tmp_path, {"duration_s": [6000, 7000, 8000]}, seeds=2,  # ~1M requests a point
                         set_={"workloads.chat.arrival.rate_per_s": 150})
     proc = start(["sweep", sweep, "--out", tmp_path / "out", "--workers", "2"], tmp_path)
     deadline = time.monotonic() + 60
@@ -112,7 +112,7 @@ def test_killed_sweep_parent_leaves_no_workers(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_during_a_sweep_stops_workers_and_keeps_finished_points(tmp_path):
-    sweep = write_sweep(tmp_path, {"duration_s": [2000, 2500]}, seeds=1,
+    sweep = write_sweep(tmp_path, {"duration_s": [6000, 8000]}, seeds=1,  # ~1M requests a point: running at 8 s
                         set_={"workloads.chat.arrival.rate_per_s": 150})
     proc = start(["sweep", sweep, "--out", tmp_path / "out", "--workers", "2"], tmp_path)
     time.sleep(8)
