@@ -2,8 +2,11 @@
 demand. ``core`` (the run), ``demand`` (arrivals and request shapes, drawn once per
 scenario), ``pools`` (catalog lookups, placement, memory checks), ``router`` (dispatch
 policies), ``replica_ar`` / ``replica_step`` / ``replica_service`` (the serving state
-machines, on ``timer``), ``journey`` (multi-pool pipelines), ``shapes`` (phases of the
-step-batched jobs), ``request`` and ``run`` (the state one run owns).
+machines, on ``timer``: every replica timer of a run in one ``ReplicaClock``),
+``indexed_heap`` (the heap under the clock and the routers' per-pool indexes),
+``journey`` (multi-pool pipelines), ``shapes`` (phases of the step-batched jobs),
+``request`` and ``run`` (the state one run owns). The modules with a ``.pxd`` beside
+them are compiled with Cython at install (``setup.py``; ``sim.ENGINE_BUILD``).
 
 Imports only ``sim.models``, ``sim.scenario``, ``fleets``, ``traffic`` and ``sim.errors``.
 """
