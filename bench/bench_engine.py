@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from sim import ENGINE_BUILD  # noqa: E402 - 'compiled' or 'source' (sim/__init__)
 from sim.engine.demand import generate_demand  # noqa: E402
 from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
@@ -198,7 +199,7 @@ def _print(main: dict, lengths: dict) -> None:
     ok = lambda cond: "ok" if cond else "MISSED"  # noqa: E731
     print(
         f"\ndcsim engine benchmark  (python {platform.python_version()}, {platform.machine()}, "
-        f"mode={main['mode']})"
+        f"mode={main['mode']}, engine build={ENGINE_BUILD})"
     )
     print(
         f"main: {main['duration_s']:.0f} s x {main['rate_per_s']:g} req/s Poisson, Azure-conv empirical lengths, "
@@ -265,6 +266,7 @@ def main(argv=None) -> int:
         payload = {
             "python": platform.python_version(),
             "machine": platform.machine(),
+            "engine_build": ENGINE_BUILD,
             "argv": sys.argv[1:],
             "targets": {
                 "requests_per_wall_s": TARGET_REQ_PER_WALL_S,
