@@ -243,8 +243,8 @@ class _ArrivalFeed:
             times, n, i, first = self.times, len(self.times), self.i, self.first_id + self.base
             w, prompt, output, steps, service = self.w, self.prompt, self.output, self.steps, self.service
             while i < n and times[i] <= now:
-                # positional: half the cost of keywords for the ~40-field dataclass; the
-                # order is Request's (id, workload, arrival_at_s, prompt, output, steps, service_s)
+                # positional (cheaper than keywords), in Request's order: id, workload,
+                # arrival_at_s, prompt_tokens, output_tokens, steps, service_s
                 req = Request(first + i, w, times[i], prompt[i], output[i], steps[i], service[i])
                 if self.branches != 1:
                     req.branches = self.branches

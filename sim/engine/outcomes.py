@@ -52,6 +52,8 @@ Sink = Callable[[dict, dict], None]
 
 
 def empty_shares() -> dict:
+    """Pool-share columns with no rows: ``request_id`` and ``pool`` int64, ``busy_share_s``
+    float64 (replica-seconds), each of shape (0,)."""
     return {"request_id": np.zeros(0, dtype=np.int64), "pool": np.zeros(0, dtype=np.int64),
             "busy_share_s": np.zeros(0)}
 

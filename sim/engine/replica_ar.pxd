@@ -7,7 +7,7 @@ from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, _blocks_key, _inflight, _mixed, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers, block_bytes
+    cdef public object _admitted, _blocks_key, _inflight, _mixed, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers
     cdef public DecodeLine _seg_line
     cdef public double _anchor, _decode_from, _end_at, _start, acc
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version

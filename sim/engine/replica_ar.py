@@ -70,8 +70,8 @@ class ARReplica(TimerDriven):
     __slots__ = (
         "_admitted", "_anchor", "_blocks_key", "_blocks_value", "_busy", "_cuttable", "_decode_from",
         "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_clock", "_slot",
-        "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start", "_timer",
-        "_version", "acc", "block", "block_bytes", "cap_blocks", "env", "heap", "index", "iters",
+        "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start",
+        "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
         "residues", "run", "seq", "sum_offsets", "waiting", "watchers", "watermark_blocks"
     )
@@ -88,7 +88,6 @@ class ARReplica(TimerDriven):
         self.block = cfg.kv_block_tokens
         self.cap_blocks = pool.kv_capacity_blocks
         self.watermark_blocks = math.ceil(cfg.kv_watermark * self.cap_blocks)
-        self.block_bytes = self.block * self.perf.kv_bytes_per_token
         self._kv_half_cap = 2 * self.cap_blocks * self.block
         self._kv_half = 0  # this replica's part of pool.kv_half_tokens_total
         self.waiting: deque[Request] = deque()
@@ -106,7 +105,6 @@ class ARReplica(TimerDriven):
         self.seq = count()
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self.watchers: list = []  # (router index, i): told when outstanding/queued change
-        self._timer = None  # True while a timer is pending (on the environment's ReplicaClock)
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
@@ -467,7 +465,7 @@ class ARReplica(TimerDriven):
         """The run stops now (the drain ran out): account for the iterations of the run in
         flight whose boundaries came before now, as exact mode would have processed them,
         so first tokens and busy time do not depend on the mode."""
-        if self._inflight is None or self._timer is None:
+        if self._inflight is None or not self._timer_pending():
             return
         j0, n, t_mixed = self._inflight
         now = self.env.now

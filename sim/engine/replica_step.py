@@ -44,7 +44,7 @@ class StepReplica(TimerDriven):
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
         "_anchor", "_busy", "_cuttable", "_j0", "_clock", "_slot", "_seg_steps",
-        "_seg_version", "_start", "_step_bytes", "_step_s", "_steps", "_timer", "_version", "acc", "blocked",
+        "_seg_version", "_start", "_step_bytes", "_step_s", "_steps", "_version", "acc", "blocked",
         "env", "flops", "free_bytes", "heap", "index", "kernels", "listeners", "max_batch", "members",
         "outstanding", "perf", "pool", "reserved", "run", "seq", "stage_perfs", "steps_done", "waiting",
         "watchers", "width"
@@ -76,7 +76,6 @@ class StepReplica(TimerDriven):
         self.seq = count()
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self.watchers: list = []  # (router index, i): told when outstanding/queued change
-        self._timer = None
         self._busy = False
         self._cuttable = False
         self._clock = replica_clock(self.env)
@@ -280,7 +279,7 @@ class StepReplica(TimerDriven):
         """The run stops now (the drain ran out): account for the steps of the run in
         flight whose boundaries came before now, as exact mode would have processed them
         (no phase ends inside a run, so no request changes)."""
-        if not self._steps or self._timer is None:
+        if not self._steps or not self._timer_pending():
             return
         t, j0, now = self._step_s, self._j0, self.env.now
         j = j0

@@ -29,9 +29,10 @@ cdef class ReplicaClock(IndexedHeap):
 
 
 cdef class TimerDriven(RouterFacing):
-    cdef public object env, _timer
+    cdef public object env
     cdef public ReplicaClock _clock
     cdef public Py_ssize_t _slot
     cpdef _start_timer_at(self, double at_s)
     cpdef _stop_timer(self)
+    cpdef bint _timer_pending(self)
     cpdef _fired(self)

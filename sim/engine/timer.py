@@ -174,23 +174,23 @@ def replica_clock(env) -> ReplicaClock:
 
 
 class TimerDriven(RouterFacing):
-    """Base of the replica state machines: subclasses set ``self.env``, ``self._timer =
-    None``, ``self._clock = replica_clock(env)`` and ``self._slot =
-    self._clock.register(self, replica_priority(pool, index))``, and implement
-    ``_finish()`` and ``_boundary()``."""
+    """Base of the replica state machines: subclasses set ``self.env``, ``self._clock =
+    replica_clock(env)`` and ``self._slot = self._clock.register(self,
+    replica_priority(pool, index))``, and implement ``_finish()`` and ``_boundary()``."""
 
     __slots__ = ()
 
     def _start_timer_at(self, at_s: float) -> None:
         """Act at ``at_s`` (replacing the pending timer: a cut)."""
-        self._timer = True
         self._clock.schedule(self._slot, at_s)
 
     def _stop_timer(self) -> None:
-        self._timer = None
         self._clock.cancel(self._slot)
 
+    def _timer_pending(self) -> bool:
+        """Has this replica a timer on the clock? (The clock took it off before ``_fired``.)"""
+        return self._clock.where[self._slot] >= 0
+
     def _fired(self) -> None:
-        self._timer = None
         self._finish()
         self._boundary()

@@ -80,6 +80,8 @@ def use_streaming(scenario: Scenario, total_requests: int) -> bool:
 
 
 def new_sketch() -> DDSketch:
+    """An empty latency sketch, relative accuracy :data:`SKETCH_RELATIVE_ACCURACY` (values
+    in seconds)."""
     return DDSketch(relative_accuracy=SKETCH_RELATIVE_ACCURACY)
 
 
