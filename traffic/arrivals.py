@@ -1,9 +1,11 @@
 """Arrival processes: when requests reach the fleet.
 
 Each process is a pydantic model (its YAML configuration) with
-``arrival_times(rng, duration_s)`` -> sorted float64 seconds in [0, duration_s), drawn
-only from the numpy Generator it is given, and an analytic ``mean_rate_per_s``. The YAML
-key ``kind`` selects the class::
+``arrival_chunks(rng, duration_s)`` -> its arrivals in [0, duration_s) as sorted,
+consecutive :class:`traffic.chunks.ArrivalChunk` s (a long run is drawn a chunk at a
+time, see :mod:`traffic.chunks`), ``arrival_times(rng, duration_s)`` -> all of them,
+sorted float64 seconds (the chunks concatenated), drawn only from the numpy Generator it
+is given, and an analytic ``mean_rate_per_s``. The YAML key ``kind`` selects the class::
 
     arrivals: {kind: poisson, rate_per_s: 5.5, diurnal: {amplitude: 0.4}}
     arrivals: {kind: gamma, rate_per_s: 2.6, cv: 3.0}
@@ -23,12 +25,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Iterator, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from sim.errors import TraceError
+from traffic.chunks import ArrivalChunk, concatenate, piecewise_poisson, renewal, replay
 from traffic.demand_fit import FittedArrivals
 from traffic.genai_trace import GenaiTraceArrivals
 from traffic.limits import MAX_RATE_PER_S, check_count
@@ -66,18 +69,30 @@ class _Synthetic(BaseModel):
         Raises:
             ValueError: duration_s not finite and > 0.
         """
+        return concatenate(self.arrival_chunks(rng, duration_s)).times_s
+
+    def arrival_chunks(self, rng: np.random.Generator, duration_s: float) -> Iterator[ArrivalChunk]:
+        """The arrivals of :meth:`arrival_times`, a chunk at a time (:mod:`traffic.chunks`);
+        the diurnal thinning draws its uniforms for each base chunk right after it.
+
+        Raises (at the call, before any draw):
+            ValueError: duration_s not finite and > 0.
+            UserError: more expected arrivals than :data:`traffic.limits.MAX_ARRIVALS`.
+        """
         _check_duration(duration_s)
         peak = 1.0 + (self.diurnal.amplitude if self.diurnal else 0.0)
         check_count(self.mean_rate_per_s * peak * duration_s, f"{self.kind} arrivals")
-        if self.diurnal is None:
-            return self._base_times(rng, duration_s, 1.0)
-        peak = 1.0 + self.diurnal.amplitude
-        times = self._base_times(rng, duration_s, peak)
-        keep = rng.random(times.size) * peak < self.diurnal.factor(times)
-        return times[keep]
+        return self._chunks(rng, duration_s, peak)
 
-    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
-        """Arrivals of the process with every rate multiplied by ``scale``."""
+    def _chunks(self, rng: np.random.Generator, duration_s: float, peak: float) -> Iterator[ArrivalChunk]:
+        for times in self._base_chunks(rng, duration_s, peak):
+            if self.diurnal is not None:
+                keep = rng.random(times.size) * peak < self.diurnal.factor(times)
+                times = times[keep]
+            yield ArrivalChunk(times)
+
+    def _base_chunks(self, rng: np.random.Generator, duration_s: float, scale: float) -> Iterator[np.ndarray]:
+        """Arrivals of the process with every rate multiplied by ``scale``, in chunks."""
         raise NotImplementedError
 
     @property
@@ -92,9 +107,8 @@ class PoissonArrivals(_Synthetic):
     kind: Literal["poisson"] = "poisson"
     rate_per_s: Rate
 
-    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
-        count = rng.poisson(self.rate_per_s * scale * duration_s)
-        return np.sort(rng.uniform(0.0, duration_s, size=count))
+    def _base_chunks(self, rng: np.random.Generator, duration_s: float, scale: float) -> Iterator[np.ndarray]:
+        return piecewise_poisson(rng, np.array([0.0]), np.array([duration_s]), np.array([self.rate_per_s * scale]))
 
     @property
     def mean_rate_per_s(self) -> float:
@@ -113,18 +127,10 @@ class GammaArrivals(_Synthetic):
     rate_per_s: Rate
     cv: float = Field(gt=0, le=100, description="coefficient of variation of inter-arrivals, (0, 100]")
 
-    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
+    def _base_chunks(self, rng: np.random.Generator, duration_s: float, scale: float) -> Iterator[np.ndarray]:
         shape = 1.0 / self.cv**2
         gap_scale_s = 1.0 / (self.rate_per_s * scale * shape)
-        expected = self.rate_per_s * scale * duration_s
-        chunk = int(expected + 6.0 * self.cv * math.sqrt(expected) + 16)
-        parts, last_s = [], 0.0
-        while last_s < duration_s:
-            times = last_s + np.cumsum(rng.gamma(shape, gap_scale_s, size=chunk))
-            parts.append(times)
-            last_s = float(times[-1])
-        times = np.concatenate(parts)
-        return times[times < duration_s]
+        return renewal(rng, shape, gap_scale_s, self.rate_per_s * scale * duration_s, self.cv, duration_s)
 
     @property
     def mean_rate_per_s(self) -> float:
@@ -177,11 +183,9 @@ class MMPPArrivals(_Synthetic):
         state, start_s = state[inside], start_s[inside]
         return state, start_s, np.minimum(length_s[inside], duration_s - start_s)
 
-    def _base_times(self, rng: np.random.Generator, duration_s: float, scale: float) -> np.ndarray:
-        state, start_s, length_s = self._sojourns(rng, duration_s)
-        counts = rng.poisson(np.asarray(self.rates_per_s)[state] * scale * length_s)
-        offsets = rng.random(int(counts.sum())) * np.repeat(length_s, counts)
-        return np.sort(np.repeat(start_s, counts) + offsets)
+    def _base_chunks(self, rng: np.random.Generator, duration_s: float, scale: float) -> Iterator[np.ndarray]:
+        state, start_s, length_s = self._sojourns(rng, duration_s)  # O(state changes), drawn first
+        return piecewise_poisson(rng, start_s, length_s, np.asarray(self.rates_per_s)[state] * scale)
 
     @property
     def mean_rate_per_s(self) -> float:
@@ -232,20 +236,19 @@ class TraceArrivals(BaseModel):
             )
         return float(offsets_s[-1] + (offsets_s[-1] - offsets_s[0]) / (offsets_s.size - 1))
 
-    def _select(self, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """(arrival instants in [0, duration_s), trace row index of each)."""
+    def arrival_chunks(self, rng: np.random.Generator | None, duration_s: float) -> Iterator[ArrivalChunk]:
+        """The replayed arrivals in [0, duration_s) with their trace rows, a chunk at a
+        time (:func:`traffic.chunks.replay`); ``rng`` is unused.
+
+        Raises (at the call):
+            TraceError: bad trace file, start_s past the end, or loop over < 2 distinct times.
+            ValueError: duration_s not finite and > 0.
+            UserError: more arrivals than :data:`traffic.limits.MAX_ARRIVALS`.
+        """
         _check_duration(duration_s)
         offsets_s, rows = self._segment()
-        if self.loop:
-            period_s = self._period_s(offsets_s)
-            copies = int(duration_s * self.rate_scale // period_s) + 1
-            check_count(copies * offsets_s.size, f"trace {self.path} looped {copies:,} times")
-            offsets_s = (offsets_s[None, :] + period_s * np.arange(copies)[:, None]).ravel()
-            rows = np.tile(rows, copies)
-        times_s = offsets_s / self.rate_scale
-        keep = times_s < duration_s
-        check_count(int(keep.sum()), f"trace {self.path}")
-        return times_s[keep], rows[keep]
+        period_s = self._period_s(offsets_s) if self.loop else None
+        return replay(offsets_s, rows, self.rate_scale, period_s, duration_s, f"trace {self.path}")
 
     def arrival_times(self, rng: np.random.Generator | None, duration_s: float) -> np.ndarray:
         """Sorted arrival instants in [0, duration_s), float64 shape (k,); ``rng`` is unused.
@@ -254,15 +257,18 @@ class TraceArrivals(BaseModel):
             TraceError: bad trace file, start_s past the end, or loop over < 2 distinct times.
             ValueError: duration_s not finite and > 0.
         """
-        return self._select(duration_s)[0]
+        return concatenate(self.arrival_chunks(rng, duration_s)).times_s
 
     def lengths(self, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """(prompt_tokens, output_tokens), int64 shape (k,), aligned with ``arrival_times``.
+        """(prompt_tokens, output_tokens), int64 shape (k,), aligned with ``arrival_times``."""
+        return self.lengths_of(concatenate(self.arrival_chunks(None, duration_s)).rows)
+
+    def lengths_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt_tokens, output_tokens) of trace rows ``rows``, int64 shape (k,).
 
         Zero counts in the trace are raised to 1 (as ``sample_tokens`` does): every request
         has a prompt and produces at least its first token.
         """
-        rows = self._select(duration_s)[1]
         trace = self.trace()
         return np.maximum(trace.prompt_tokens[rows], 1), np.maximum(trace.output_tokens[rows], 1)
 

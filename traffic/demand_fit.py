@@ -39,12 +39,13 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Iterator, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, field_validator, model_validator
 
+from traffic.chunks import ArrivalChunk, concatenate, renewal
 from traffic.limits import check_count
 
 HOUR_S = 3600.0
@@ -139,6 +140,12 @@ class FittedArrivals(BaseModel):
             ValueError: duration_s not finite and > 0.
             UserError: more expected arrivals than :data:`traffic.limits.MAX_ARRIVALS`.
         """
+        return concatenate(self.arrival_chunks(rng, duration_s)).times_s
+
+    def arrival_chunks(self, rng: np.random.Generator, duration_s: float) -> Iterator[ArrivalChunk]:
+        """The arrivals of :meth:`arrival_times` a chunk at a time (:mod:`traffic.chunks`):
+        the unit-rate renewal process in operational time, each chunk mapped back
+        through Λ⁻¹. Raises as :meth:`arrival_times`, at the call."""
         if not (math.isfinite(duration_s) and duration_s > 0):
             raise ValueError(f"duration_s(={duration_s}) must be finite and > 0")
         edges, rate = self.hourly_rates(duration_s)
@@ -146,17 +153,10 @@ class FittedArrivals(BaseModel):
         total = float(cumulative[-1])
         check_count(total, "fitted arrivals")
         if total <= 0:  # every hour of the window has rate 0 (e.g. a preset's night hour)
-            return np.empty(0)
+            return iter((ArrivalChunk(np.empty(0)),))
         shape = 1.0 / self.cv**2
-        chunk = int(total + 6.0 * self.cv * math.sqrt(total) + 16)
-        parts, last = [], 0.0
-        while last < total:
-            events = last + np.cumsum(rng.gamma(shape, 1.0 / shape, size=chunk))
-            parts.append(events)
-            last = float(events[-1])
-        events = np.concatenate(parts)
-        events = events[events < total]
-        return np.interp(events, cumulative, edges)
+        return (ArrivalChunk(np.interp(events, cumulative, edges))
+                for events in renewal(rng, shape, 1.0 / shape, total, self.cv, total))
 
     @property
     def mean_rate_per_s(self) -> float:

@@ -57,14 +57,14 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Iterator, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from sim.errors import TraceError
-from traffic.limits import check_count
+from traffic.chunks import ArrivalChunk, concatenate, replay
 from traffic.traces import FilePath, resolve_trace_file
 
 
@@ -270,10 +270,12 @@ class GenaiTraceArrivals(BaseModel):
             raise TraceError(f"{self.path}: loop needs at least two distinct arrival times after start_s={self.start_s}")
         return float(offsets_s[-1] + (offsets_s[-1] - offsets_s[0]) / (offsets_s.size - 1))
 
-    def select(self, rng: np.random.Generator | None, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """(arrival instants in [0, duration_s) sorted, trace row index of each).
+    def arrival_chunks(self, rng: np.random.Generator | None, duration_s: float) -> Iterator[ArrivalChunk]:
+        """The replayed arrivals in [0, duration_s) with their trace rows, a chunk at a
+        time (:func:`traffic.chunks.replay`; the jitter is drawn for the whole window
+        first, at the call).
 
-        Raises:
+        Raises (at the call):
             TraceError: bad file, empty window, start_s past the end, loop over < 2 times.
             UserError: more arrivals than :data:`traffic.limits.MAX_ARRIVALS`.
             ValueError: duration_s not finite and > 0, or jitter without an rng.
@@ -281,16 +283,14 @@ class GenaiTraceArrivals(BaseModel):
         if not (math.isfinite(duration_s) and duration_s > 0):
             raise ValueError(f"duration_s(={duration_s}) must be finite and > 0")
         offsets_s, rows = self._segment(rng)
-        if self.loop:
-            period_s = self._period_s(offsets_s)
-            copies = int(duration_s * self.rate_scale // period_s) + 1
-            check_count(copies * offsets_s.size, f"trace {self.path} looped {copies:,} times")
-            offsets_s = (offsets_s[None, :] + period_s * np.arange(copies)[:, None]).ravel()
-            rows = np.tile(rows, copies)
-        times_s = offsets_s / self.rate_scale
-        keep = times_s < duration_s
-        check_count(int(keep.sum()), f"trace {self.path}")
-        return times_s[keep], rows[keep]
+        period_s = self._period_s(offsets_s) if self.loop else None
+        return replay(offsets_s, rows, self.rate_scale, period_s, duration_s, f"trace {self.path}")
+
+    def select(self, rng: np.random.Generator | None, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """(arrival instants in [0, duration_s) sorted, trace row index of each): the
+        chunks of :meth:`arrival_chunks` concatenated (same errors)."""
+        whole = concatenate(self.arrival_chunks(rng, duration_s))
+        return whole.times_s, whole.rows
 
     def arrival_times(self, rng: np.random.Generator | None, duration_s: float) -> np.ndarray:
         """Sorted arrival instants in [0, duration_s), float64 shape (k,)."""

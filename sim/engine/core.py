@@ -27,7 +27,7 @@ import pandas as pd
 from fleets.catalog import Catalog
 
 from fleets.catalog_io import load_catalog
-from sim.engine.demand import WorkloadDemand, generate_demand
+from sim.engine.demand import DemandStream, WorkloadDemand, demand_streams, generate_demand
 from sim.engine.journey import Handoffs, JourneyPlanner
 from sim.engine.outcomes import Outcomes
 from sim.engine.pools import Pool, build_pools, picture_shapes
@@ -80,7 +80,9 @@ def simulate(
     Args:
         scenario: a validated scenario.
         fleet: fleet name or index into ``scenario.fleets``.
-        demand: pre-drawn demand (shared across fleets); drawn from the seed if None.
+        demand: per workload, its :class:`WorkloadDemand` (drawn in memory, shared
+            across fleets) or :class:`DemandStream` (drawn as the run reaches it);
+            drawn from the seed if None (as streams when ``sink`` is given).
         catalog: accelerator/model catalog (the packaged one if None).
         progress: called as ``progress(sim_time_s, requests_finished)`` about 200 times.
         sink: if given, ``sink(requests, pool_shares)`` receives the request rows in
@@ -98,7 +100,8 @@ def simulate(
     fleet_cfg = _pick_fleet(scenario, fleet)
     catalog = catalog or load_catalog()
     pools = build_pools(scenario, fleet_cfg, catalog)
-    demand = demand if demand is not None else generate_demand(scenario)
+    if demand is None:  # streamed: drawn window by window as the run reaches it
+        demand = generate_demand(scenario) if sink is None else demand_streams(scenario)
     _check_images_fit(fleet_cfg, demand)
     run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
     for pool in pools:
@@ -115,7 +118,7 @@ def simulate(
     total = run.outstanding = sum(len(demand[n]) for n in served)
     frames = _Frames(names, scenario, pools, fleet_cfg.name)
     outcomes = run.outcomes = Outcomes(
-        sum(len(demand[n]) for n in names),
+        0 if sink is not None else _id_space(demand, names),
         None if sink is None else (lambda cols, shares: sink(frames.requests(cols), frames.shares(shares))),
     )
     for w, name in enumerate(names):
@@ -150,13 +153,21 @@ def simulate(
     )
 
 
-def _check_images_fit(fleet_cfg: FleetConfig, demand: dict[str, WorkloadDemand]) -> None:
+def _id_space(demand: dict, names: list[str]) -> int | np.ndarray:
+    """The request ids of an in-memory run: their count when they are consecutive from
+    0, else (windows carrying ``request_id``, a cell's share) the sorted ids."""
+    if all(getattr(d, "request_id", None) is None for d in demand.values()):
+        return sum(len(demand[n]) for n in names)
+    return np.concatenate([demand[n].request_id for n in names])
+
+
+def _check_images_fit(fleet_cfg: FleetConfig, demand: dict[str, WorkloadDemand | DemandStream]) -> None:
     """A replayed request of n images runs n samples at once: every pool running its
     per-sample stages needs max_batch >= n, or the request could never be admitted."""
     for name, d in demand.items():
-        if d.images is None or not len(d.images):
+        most = d.most_images()
+        if most <= 1:
             continue
-        most = int(d.images.max())
         for pool in fleet_cfg.pools:
             stages = [split_serves(e)[1] for e in pool.serves if split_serves(e)[0] == name]
             if stages and any(s != "encode" for s in stages) and pool.max_batch < most:
@@ -203,36 +214,51 @@ FEED_WINDOW = 4096
 
 
 class _ArrivalFeed:
-    """Creates workload ``w``'s requests at their arrival instants (ids ``first_id``,
-    ``first_id`` + 1, …) and hands them to the router: one timeout per distinct arrival
-    instant, driven by callbacks (cheaper than a generator process). The demand arrays
-    are read :data:`FEED_WINDOW` arrivals at a time."""
+    """Creates workload ``w``'s requests at their arrival instants and hands them to the
+    router: one timeout per distinct arrival instant, driven by callbacks (cheaper than a
+    generator process). The demand's windows (:meth:`WorkloadDemand.windows`, drawn as
+    they are reached when the demand is a :class:`DemandStream`) are read
+    :data:`FEED_WINDOW` arrivals at a time. Ids are the window's ``request_id`` when it
+    has them, else ``first_id``, ``first_id`` + 1, … in arrival order."""
 
-    def __init__(self, run: RunContext, w: int, first_id: int, d: WorkloadDemand, entry, workload, outcomes: Outcomes):
+    def __init__(self, run: RunContext, w: int, first_id: int, d, entry, workload, outcomes: Outcomes):
         self.env = run.env
         self.w = w
-        self.first_id = first_id
         self.planner = entry if isinstance(entry, JourneyPlanner) else None
         self.router = None if self.planner else entry
         self.branches = getattr(workload, "best_of_k", 1)
-        self.draws = d.draws
         self.arrived = outcomes.arrived
-        self.d, self.total = d, len(d)
-        self._window(0)
+        self.windows = d.windows()
+        self.next_id = first_id  # id of the current window's first request
+        self.chunk, self.pos = None, 0
         self.timer = Rearmable(self.env, self._arrive)
-        if self.times:
+        if self._window():
             self._schedule()
 
-    def _window(self, start: int) -> None:
-        d, end = self.d, min(start + FEED_WINDOW, self.total)
-        self.base, self.i = start, 0
-        self.times = d.arrival_s[start:end].tolist()
-        self.prompt = d.prompt_tokens[start:end].tolist()
-        self.output = d.output_tokens[start:end].tolist()
-        self.steps = d.steps[start:end].tolist()
-        self.service = d.service_s[start:end].tolist()
-        self.images = d.images[start:end].tolist() if d.images is not None else None
-        self.cfg = d.cfg[start:end].tolist() if d.cfg is not None else None
+    def _window(self) -> bool:
+        """Read the next :data:`FEED_WINDOW` arrivals into lists; False when none are left."""
+        chunk = self.chunk
+        while chunk is None or self.pos >= len(chunk):
+            if chunk is not None:
+                self.next_id += len(chunk)
+            chunk = self.chunk = next(self.windows, None)
+            self.pos = 0
+            if chunk is None:
+                return False
+        start = self.pos
+        end = self.pos = min(start + FEED_WINDOW, len(chunk))
+        self.i = 0
+        self.ids = (range(self.next_id + start, self.next_id + end) if chunk.request_id is None
+                    else chunk.request_id[start:end].tolist())
+        self.times = chunk.arrival_s[start:end].tolist()
+        self.prompt = chunk.prompt_tokens[start:end].tolist()
+        self.output = chunk.output_tokens[start:end].tolist()
+        self.steps = chunk.steps[start:end].tolist()
+        self.service = chunk.service_s[start:end].tolist()
+        self.draws = chunk.draws[start:end] if chunk.draws is not None else None
+        self.images = chunk.images[start:end].tolist() if chunk.images is not None else None
+        self.cfg = chunk.cfg[start:end].tolist() if chunk.cfg is not None else None
+        return True
 
     def _schedule(self) -> None:
         self.timer.arm(self.times[self.i] - self.env.now)
@@ -240,12 +266,12 @@ class _ArrivalFeed:
     def _arrive(self, _event) -> None:
         now = self.env.now
         while True:
-            times, n, i, first = self.times, len(self.times), self.i, self.first_id + self.base
+            times, n, i, ids = self.times, len(self.times), self.i, self.ids
             w, prompt, output, steps, service = self.w, self.prompt, self.output, self.steps, self.service
             while i < n and times[i] <= now:
                 # positional (cheaper than keywords), in Request's order: id, workload,
                 # arrival_at_s, prompt_tokens, output_tokens, steps, service_s
-                req = Request(first + i, w, times[i], prompt[i], output[i], steps[i], service[i])
+                req = Request(ids[i], w, times[i], prompt[i], output[i], steps[i], service[i])
                 if self.branches != 1:
                     req.branches = self.branches
                 self.arrived(req)
@@ -253,7 +279,7 @@ class _ArrivalFeed:
                     self.router.dispatch(req)
                 else:
                     if self.draws is not None:
-                        req.draws = tuple(map(tuple, self.draws[self.base + i].tolist()))
+                        req.draws = tuple(map(tuple, self.draws[i].tolist()))
                     if self.images is not None:
                         req.images, req.cfg = self.images[i], self.cfg[i]
                     req.journey = self.planner.plan(req)
@@ -263,9 +289,8 @@ class _ArrivalFeed:
             if i < n:
                 self._schedule()
                 return
-            if self.base + n >= self.total:
+            if not self._window():
                 return
-            self._window(self.base + n)
 
 
 SAMPLES_MAX = 2048  # instants kept per run; between SAMPLES_MAX / 2 and SAMPLES_MAX cover the span

@@ -1,15 +1,27 @@
-"""Demand: every workload's arrivals and request shapes, drawn once per scenario.
+"""Demand: every workload's arrivals and request shapes, drawn from the scenario seed.
 
 Each workload draws from its own RNG streams, spawned from the scenario seed and the
 workload's name (``SeedSequence([seed, crc32(name)])``), so adding a workload does not
 shift another's arrivals, and every fleet sees the same requests (common random
 numbers make the fleet comparison a paired one).
+
+A workload's requests are drawn in windows: its arrival process yields its arrivals a
+chunk at a time (:mod:`traffic.chunks`), and each chunk's token counts, steps, service
+times and verifier draws are drawn from the workload's other streams right after. Two
+ways to hold them, with identical requests:
+
+- :func:`workload_demand` (in memory): every window concatenated into one
+  :class:`WorkloadDemand`;
+- :class:`DemandStream` (a streamed run): the windows drawn again as the run consumes
+  them, so memory holds one window, not the run's demand. Its length is counted first
+  by a pass over the arrivals alone.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, fields, replace
+from typing import Iterator
 
 import numpy as np
 
@@ -21,8 +33,10 @@ from traffic.distributions import sample_tokens
 
 @dataclass(frozen=True, slots=True)
 class WorkloadDemand:
-    """Arrays of one workload's requests, aligned, shape (n,): ``arrival_s`` sorted
-    seconds in [0, duration_s); token counts; denoising steps; service times (s)."""
+    """Arrays of one workload's requests (or of one window of them), aligned, shape (n,):
+    ``arrival_s`` sorted seconds in [0, duration_s); token counts; denoising steps;
+    service times (s). ``request_id`` (int64) gives each request's id when the run's ids
+    are not consecutive from the workload's first (a cell's share of the demand)."""
 
     name: str
     kind: str
@@ -34,6 +48,7 @@ class WorkloadDemand:
     draws: np.ndarray | None = None  # branching search: failures per (request, checkpoint, candidate)
     images: np.ndarray | None = None  # image diffusion trace replay: samples per request
     cfg: np.ndarray | None = None  # image diffusion trace replay: int8 CFG 1/0, -1 the workload's
+    request_id: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -45,47 +60,145 @@ class WorkloadDemand:
                   if isinstance(getattr(self, f.name), np.ndarray)}
         return replace(self, **arrays)
 
+    def windows(self) -> Iterator[WorkloadDemand]:
+        """The requests as consecutive windows: here all of them, at once."""
+        yield self
+
+    def most_images(self) -> int:
+        """The most images one request asks for (1 when the workload replays none)."""
+        return int(self.images.max()) if self.images is not None and len(self.images) else 1
+
+
+CELL_STREAM = 0xCE11
+"""Third word of the seed of a workload's cell-assignment stream (:class:`CellShare`)."""
+
+
+@dataclass(frozen=True)
+class CellShare:
+    """Cell ``cell`` of ``cells``' share of a workload's requests (:mod:`sim.studies.cells`):
+    every request goes to a cell drawn uniformly, independently, from a stream of its
+    own, ``SeedSequence([seed, crc32(name), CELL_STREAM])``, drawn window by window;
+    ``first_id`` is the id of the workload's first request in the whole demand."""
+
+    cells: int
+    cell: int
+    first_id: int
+
+    def rng(self, seed: int, name: str) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8")), CELL_STREAM]))
+
+
+class DemandStream:
+    """One workload's requests drawn window by window as a run consumes them
+    (module docstring): ``windows()`` yields the :class:`WorkloadDemand` windows whose
+    concatenation is :func:`workload_demand`, drawing afresh from the seed on every call.
+    With ``share``, each window keeps only the cell's requests, with their ids in the
+    whole demand as ``request_id``. ``len`` counts the requests by a pass over the
+    arrivals (and cell draws) alone.
+    """
+
+    def __init__(self, scenario: Scenario, name: str, share: CellShare | None = None) -> None:
+        self.scenario, self.name, self.share = scenario, name, share
+        self.kind = scenario.workloads[name].kind
+        self._count: int | None = None
+
+    def __len__(self) -> int:
+        if self._count is None:
+            rng = _streams(self.scenario.seed, self.name)[0]
+            arrival = self.scenario.workloads[self.name].arrival
+            sizes = (len(c.times_s) for c in arrival.arrival_chunks(rng, self.scenario.duration_s))
+            if self.share is None:
+                self._count = sum(sizes)
+            else:
+                cells = self.share.rng(self.scenario.seed, self.name)
+                self._count = sum(int(np.count_nonzero(cells.integers(0, self.share.cells, size=n) == self.share.cell))
+                                  for n in sizes)
+        return self._count
+
+    def windows(self) -> Iterator[WorkloadDemand]:
+        drawn = _windows(self.scenario, self.name)
+        return drawn if self.share is None else self._shared(drawn)
+
+    def _shared(self, drawn: Iterator[WorkloadDemand]) -> Iterator[WorkloadDemand]:
+        share = self.share
+        cells, first = share.rng(self.scenario.seed, self.name), share.first_id
+        for window in drawn:
+            keep = np.flatnonzero(cells.integers(0, share.cells, size=len(window)) == share.cell)
+            yield replace(window.subset(keep), request_id=first + keep)
+            first += len(window)
+
+    def most_images(self) -> int:
+        """The most images one request asks for (1 when the workload replays none); a
+        replay of an image trace draws its windows once more to find it."""
+        if getattr(self.scenario.workloads[self.name].arrival, "format", None) != "genai_csv":
+            return 1
+        return max((w.most_images() for w in self.windows()), default=1)
+
+    def in_memory(self) -> WorkloadDemand:
+        """Every window concatenated (one draw held in memory)."""
+        return concatenate_windows(list(self.windows()))
+
 
 def _streams(seed: int, name: str) -> list[np.random.Generator]:
     seq = np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8"))])
     return [np.random.default_rng(s) for s in seq.spawn(6)]
 
 
-def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
-    """Draw the requests of workload ``name`` (see module docstring)."""
+def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
+    """Workload ``name``'s requests, one window per arrival chunk (module docstring).
+    The arrival process is set up (and its input errors raised) at the call."""
     wl = scenario.workloads[name]
     rng_arrival, rng_prompt, rng_output, rng_steps, rng_service, rng_verify = _streams(scenario.seed, name)
-    rows = None
-    if getattr(wl.arrival, "format", None) == "genai_csv":
-        arrival_s, rows = wl.arrival.select(rng_arrival, scenario.duration_s)
-    else:
-        arrival_s = np.asarray(wl.arrival.arrival_times(rng_arrival, scenario.duration_s), dtype=float)
-    n = len(arrival_s)
-    zeros = np.zeros(n, dtype=np.int64)
-    prompt, output, steps, service = zeros, zeros, zeros, np.zeros(n)
-    if wl.kind in ("autoregressive", "diffusion_lm"):
-        prompt = sample_tokens(wl.prompt_tokens, rng_prompt, n)
-        output = sample_tokens(wl.output_tokens, rng_output, n)
-        if wl.arrival.kind == "trace":
-            trace_prompt, trace_output = wl.arrival.lengths(scenario.duration_s)
-            if "prompt_tokens" not in wl.model_fields_set:
-                prompt = np.asarray(trace_prompt, dtype=np.int64)
-            if "output_tokens" not in wl.model_fields_set:
-                output = np.asarray(trace_output, dtype=np.int64)
-    if wl.kind == "diffusion_lm":
-        if wl.steps is None:  # the catalog's default steps for this model
-            steps = np.full(n, load_catalog().model(wl.model).default_steps or 1, dtype=np.int64)
-        else:
-            steps = sample_tokens(wl.steps, rng_steps, n)
-    if wl.kind == "service_time":
-        service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
-    draws = _verifier_failures(wl, rng_verify, n)
-    images = cfg = None
-    if rows is not None:  # a genai_csv replay: per-request steps (unless the workload sets them), images, CFG
-        shapes = wl.arrival.request_shapes(rows)
-        steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else shapes["steps"]
-        images, cfg = shapes["images"], shapes["cfg"]
-    return WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws, images, cfg)
+    chunks = wl.arrival.arrival_chunks(rng_arrival, scenario.duration_s)
+    default_steps = None
+    if wl.kind == "diffusion_lm" and wl.steps is None:  # the catalog's default steps for this model
+        default_steps = load_catalog().model(wl.model).default_steps or 1
+
+    def draw() -> Iterator[WorkloadDemand]:
+        for chunk in chunks:
+            arrival_s, rows = np.asarray(chunk.times_s, dtype=float), chunk.rows
+            n = len(arrival_s)
+            zeros = np.zeros(n, dtype=np.int64)
+            prompt, output, steps, service = zeros, zeros, zeros, np.zeros(n)
+            if wl.kind in ("autoregressive", "diffusion_lm"):
+                prompt = sample_tokens(wl.prompt_tokens, rng_prompt, n)
+                output = sample_tokens(wl.output_tokens, rng_output, n)
+                if wl.arrival.kind == "trace":
+                    trace_prompt, trace_output = wl.arrival.lengths_of(rows)
+                    if "prompt_tokens" not in wl.model_fields_set:
+                        prompt = np.asarray(trace_prompt, dtype=np.int64)
+                    if "output_tokens" not in wl.model_fields_set:
+                        output = np.asarray(trace_output, dtype=np.int64)
+            if wl.kind == "diffusion_lm":
+                steps = (np.full(n, default_steps, dtype=np.int64) if default_steps is not None
+                         else sample_tokens(wl.steps, rng_steps, n))
+            if wl.kind == "service_time":
+                service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
+            draws = _verifier_failures(wl, rng_verify, n)
+            images = cfg = None
+            if getattr(wl.arrival, "format", None) == "genai_csv":
+                # a genai_csv replay: per-request steps (unless the workload sets them), images, CFG
+                shapes = wl.arrival.request_shapes(rows)
+                steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else shapes["steps"]
+                images, cfg = shapes["images"], shapes["cfg"]
+            yield WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws, images, cfg)
+
+    return draw()
+
+
+def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:
+    """Draw the requests of workload ``name``, all at once (module docstring)."""
+    return concatenate_windows(list(_windows(scenario, name)))
+
+
+def concatenate_windows(parts: list[WorkloadDemand]) -> WorkloadDemand:
+    """Consecutive windows of one workload as one (``parts`` not empty: every arrival
+    process yields at least one chunk, :mod:`traffic.chunks`)."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(WorkloadDemand)
+              if isinstance(getattr(parts[0], f.name), np.ndarray)}
+    return replace(parts[0], **merged)
 
 
 def _verifier_failures(wl, rng: np.random.Generator, n: int) -> np.ndarray | None:
@@ -101,5 +214,11 @@ def _verifier_failures(wl, rng: np.random.Generator, n: int) -> np.ndarray | Non
 
 
 def generate_demand(scenario: Scenario) -> dict[str, WorkloadDemand]:
-    """All workloads' requests, in the scenario's workload order."""
+    """All workloads' requests, in memory, in the scenario's workload order."""
     return {name: workload_demand(scenario, name) for name in scenario.workloads}
+
+
+def demand_streams(scenario: Scenario) -> dict[str, DemandStream]:
+    """All workloads' requests as :class:`DemandStream` s (drawn as a run consumes them),
+    in the scenario's workload order."""
+    return {name: DemandStream(scenario, name) for name in scenario.workloads}

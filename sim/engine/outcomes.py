@@ -62,14 +62,18 @@ class Outcomes:
     """Collects finished requests' outcomes (see module docstring).
 
     Args:
-        ids: number of request ids of the demand (ids are 0 … ids − 1); sizes the
-            in-memory columns, unused when streaming.
+        ids: number of request ids of the demand (ids are 0 … ids − 1), or the sorted
+            ids themselves when they are not consecutive (int64 shape (n,), a cell's
+            share); sizes the in-memory columns, unused when streaming.
         sink: ``sink(columns, shares)`` receives each batch when streaming; None keeps
             every row in memory.
     """
 
-    def __init__(self, ids: int, sink: Sink | None = None) -> None:
+    def __init__(self, ids: int | np.ndarray, sink: Sink | None = None) -> None:
         self.sink = sink
+        self._ids = None if isinstance(ids, int) else ids  # row of id x: searchsorted(ids, x)
+        if self._ids is not None:
+            ids = len(self._ids)
         self.live: dict[int, Request] = {}
         self._rows: list[tuple] = []
         self._shares: list[tuple] = []
@@ -119,9 +123,9 @@ class Outcomes:
         if self.sink is not None:
             self.sink({f: np.ascontiguousarray(batch[f]) for f in OUTCOME_FIELDS}, shares)
             return
-        ids = batch["id"]
-        self._table[ids] = batch
-        self._written[ids] = True
+        rows = batch["id"] if self._ids is None else np.searchsorted(self._ids, batch["id"])
+        self._table[rows] = batch
+        self._written[rows] = True
         if len(shares["request_id"]):
             self._share_parts.append(shares)
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from sim.errors import UserError
-from sim.engine.demand import generate_demand
+from sim.engine.demand import demand_streams, generate_demand
 from sim.engine.core import FleetRun, simulate
 from sim.engine.pools import build_pools
 from sim.results.metrics import costed_requests, fleet_table, pool_table, workload_summary
@@ -60,19 +60,22 @@ def check_fleets(scenario: Scenario) -> None:
 
 
 def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) -> Results:
-    """Simulate every fleet on one shared draw of the demand.
+    """Simulate every fleet on the same demand: one draw held in memory, or, when the
+    run streams, drawn window by window for each fleet in turn (identical requests).
 
     Args:
         progress: ``progress(fleet_name, duration_s, total_requests)`` returns the
             per-fleet callback passed to :func:`sim.engine.core.simulate`.
     """
     check_fleets(scenario)
-    demand = generate_demand(scenario)
+    demand = demand_streams(scenario)  # counted by a pass over the arrivals alone
     total = sum(len(d) for d in demand.values())
     if total == 0:
         raise UserError(f"no request arrives in duration_s={scenario.duration_s:g} s (seed {scenario.seed}) for "
                         f"workloads {list(scenario.workloads)}; raise an arrival rate or duration_s")
     stream = use_streaming(scenario, total)
+    if not stream:  # drawn once in memory and shared by the fleets; a streamed run draws as it goes
+        demand = generate_demand(scenario)
     spool = StreamSpool() if stream else None
     runs, sinks = [], []
     for fleet in scenario.fleets:

@@ -8,9 +8,10 @@ or on Dask workers) and merges them into one :class:`~sim.results.tables.Results
 
 **Thinning.** Every request of the scenario's demand (drawn once from the seed, exactly
 as a whole run draws it) is sent to cell ``c`` with probability ``1/n``, independently
-(a seeded stream per workload, ``SeedSequence([seed, crc32(name), 0xCE11])``). Each task
+(a seeded stream per workload, ``SeedSequence([seed, crc32(name), 0xCE11])``, drawn
+window by window as the demand is: :class:`sim.engine.demand.CellShare`). Each task
 redraws the demand from the seed and keeps its own share, so only the scenario travels
-to the workers.
+to the workers; a streamed cell draws it as its run reaches it.
 
 - For Poisson arrivals the split is exact: independent thinning of a Poisson process of
   rate λ gives ``n`` independent Poisson processes of rate λ/n (Kingman, *Poisson
@@ -61,7 +62,6 @@ directory of the client: the workers must share its filesystem (serial, process 
 from __future__ import annotations
 
 import copy
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 
 from sim.engine.core import FleetRun, simulate
-from sim.engine.demand import WorkloadDemand, generate_demand
+from sim.engine.demand import CellShare, DemandStream, demand_streams
 from sim.engine.pools import build_pools
 from sim.errors import UserError
 from sim.models.economics import attribute_costs
@@ -78,7 +78,6 @@ from sim.results.streaming import FleetStream, StreamSpool, fleet_summary, use_s
 from sim.results.tables import Results, assemble_results, check_fleets
 from sim.scenario import Scenario, parse_scenario
 
-CELL_STREAM = 0xCE11
 MAX_CELLS = 4096
 _PEAK = "_peak_"
 _POOL_KEYS = ("fleet", "pool", "accelerator", "model", "family", "precision", "tp", "pp", "ep")
@@ -128,49 +127,42 @@ def cell_scenario(scenario: Scenario, fleet: str, cells: int) -> Scenario:
     return parse_scenario(data, f"{scenario.name} (cell of {cells})")
 
 
-def cell_masks(scenario: Scenario, demand: dict[str, WorkloadDemand], cells: int) -> dict[str, np.ndarray]:
-    """Per workload, the cell (0 … cells−1) of each request: an independent uniform draw
-    per request from a stream of its own (see module docstring). Shape (n,), int64."""
-    out = {}
-    for name, d in demand.items():
-        seq = np.random.SeedSequence([scenario.seed, zlib.crc32(name.encode("utf-8")), CELL_STREAM])
-        out[name] = np.random.default_rng(seq).integers(0, cells, size=len(d))
+def cell_demand(scenario: Scenario, cells: int, cell: int) -> dict[str, DemandStream]:
+    """Per workload, cell ``cell``'s share of the demand (module docstring, *Thinning*),
+    drawn window by window, each request keeping its id in the whole demand."""
+    whole = demand_streams(scenario)
+    out, first_id = {}, 0
+    for name, stream in whole.items():
+        out[name] = DemandStream(scenario, name, CellShare(cells, cell, first_id))
+        first_id += len(stream)
     return out
 
 
 def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
-    """Simulate one cell and give its rows global request ids and replica indices.
+    """Simulate one cell; its rows carry global request ids and replica indices.
 
     Returns the cell's FleetRun; when ``task.spool`` is set (streaming), the rows go to
-    files in the cell's own directory under it and (run with empty requests, closed
-    stream) is returned instead."""
+    files in the cell's own directory under it, the demand is drawn as the run reaches
+    it, and (run with empty requests, closed stream) is returned instead."""
     scenario = parse_scenario(task.scenario_data, task.source)
-    demand = generate_demand(scenario)
-    cells = cell_masks(scenario, demand, task.cells)
+    demand = cell_demand(scenario, task.cells, task.cell)
     local = cell_scenario(scenario, task.fleet, task.cells)
-    kept = {name: np.flatnonzero(cells[name] == task.cell) for name in demand}
-    global_ids = np.concatenate([kept[n] + offset for n, offset in zip(demand, _offsets(demand))])
     per_cell = {p.name: p.replicas for p in local.fleets[0].pools}
 
     def globalise(requests: pd.DataFrame, shares: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         requests = requests.copy()
-        requests["request_id"] = global_ids[requests["request_id"].to_numpy()]
         shift = requests["pool"].map(per_cell).fillna(0).astype(np.int64) * task.cell
         requests["replica"] = np.where(requests["replica"] >= 0, requests["replica"] + shift, requests["replica"])
-        if len(shares):
-            shares = shares.copy()
-            shares["request_id"] = global_ids[shares["request_id"].to_numpy()]
         return requests, shares
 
-    thinned = {n: d.subset(kept[n]) for n, d in demand.items()}
     if task.spool is None:
-        run = simulate(local, task.fleet, demand=thinned)
+        run = simulate(local, task.fleet, demand={n: d.in_memory() for n, d in demand.items()})
         requests, shares = globalise(run.requests, run.pool_shares)
         return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares)
     directory = Path(task.spool) / f"cell-{task.fleet_index:03d}-{task.cell:05d}"
     directory.mkdir()
     stream = FleetStream(scenario, task.fleet, directory)
-    run = simulate(local, task.fleet, demand=thinned, sink=lambda r, s: stream(*globalise(r, s)))
+    run = simulate(local, task.fleet, demand=demand, sink=lambda r, s: stream(*globalise(r, s)))
     stream.close()  # the pool objects (live SimPy state) stay on the worker
     return FleetRun(run.fleet, run.requests, run.pools, run.end_s, run.events, run.timeseries, run.pool_shares,
                     streamed=True), stream
@@ -199,11 +191,6 @@ def cost_cell(task: CostTask) -> int:
     for raw in (task.stream.rows_path, task.stream.shares_path):
         Path(raw).unlink(missing_ok=True)
     return n
-
-
-def _offsets(demand: dict[str, WorkloadDemand]) -> list[int]:
-    sizes = [len(d) for d in demand.values()]
-    return [int(x) for x in np.concatenate([[0], np.cumsum(sizes)[:-1]])]
 
 
 def merge_cells(runs: list[FleetRun], pool_objects: list) -> FleetRun:
@@ -256,11 +243,11 @@ def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _streams(scenario: Scenario) -> bool:
     """Whether this cell run streams (:func:`sim.results.streaming.use_streaming` on the
-    whole demand; ``auto`` draws the demand once here to count it)."""
+    whole demand; ``auto`` counts it by a pass over the arrivals)."""
     mode = scenario.engine.stream
     if mode != "auto":
         return mode == "on"
-    return use_streaming(scenario, sum(len(d) for d in generate_demand(scenario).values()))
+    return use_streaming(scenario, sum(len(d) for d in demand_streams(scenario).values()))
 
 
 def _map(executor, fn, tasks: list) -> list:

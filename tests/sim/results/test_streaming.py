@@ -6,8 +6,12 @@ counts, sums and DDSketches. Every non-quantile summary column must agree (count
 exactly, float sums to 1e-9 relative: another summation order), the request rows must
 be the same rows, and each streamed quantile must lie within the sketch's relative
 accuracy α of the order statistic of rank ⌊q·(n−1)⌋ of the in-memory rows (numpy).
-Batches are made small (CHUNK_ROWS patched) so every run crosses many of them. Cell runs
-(sim/studies/cells.py) are checked the same way: streamed cells against in-memory cells.
+Batches are made small (CHUNK_ROWS patched) so every run crosses many of them, and so are
+the demand's windows (ARRIVAL_CHUNK patched): the in-memory run holds the windows
+concatenated, the streamed run draws them one by one as it reaches them, so the feed's
+window changes and ids are checked too. Cell runs (sim/studies/cells.py) are checked the
+same way: streamed cells (each drawing its share window by window) against in-memory
+cells.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import sim.engine.outcomes as outcomes
+import traffic.chunks as chunks
 from sim.errors import UserError
 from sim.results.export import write_results
 from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, _keys, add_values, new_sketch, sketch_percentile
@@ -37,6 +42,7 @@ QUANTILE_COLUMNS["tokens_per_s_per_request_p50"] = ("tokens_per_s", 50)
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch):
     monkeypatch.setattr(outcomes, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(chunks, "ARRIVAL_CHUNK", 61)  # the demand is drawn in many windows
 
 
 def _with_stream(scenario, mode: str):
