@@ -35,10 +35,13 @@ MAX_TOKENS = MAX_SAMPLED_TOKENS
 MAX_REPLICAS_PER_POOL = 100_000
 """Most replicas of one pool; also keeps two pools' replica event priorities apart
 (:func:`sim.engine.timer.replica_priority`)."""
-MAX_EXPECTED_REQUESTS = 25_000_000
+MAX_EXPECTED_REQUESTS = 1_000_000_000
 """Most requests one run may expect (sum over workloads of peak rate × duration_s). A
-streamed run (``engine.stream``) keeps no per-request rows, but the drawn demand arrays
-stay in memory (~40 bytes per request: 1 GB at this cap)."""
+streamed run (``engine.stream``) holds neither its rows nor its demand (drawn window by
+window), so memory does not bound it; time and disk do: a billion requests are about
+4 hours of one core at ~66,000 requests/s and ~180 GB of ``requests.parquet`` (178 bytes
+per request measured on ``bench/bench_engine.py``'s scenario, 2026-11-24), written twice
+while the rows are costed."""
 MAX_IN_MEMORY_REQUESTS = 2_000_000
 """Most requests a run with ``engine.stream: off`` may expect (one row per request in
 memory: ~1.5 GB of peak RSS per million requests)."""

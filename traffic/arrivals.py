@@ -34,7 +34,7 @@ from sim.errors import TraceError
 from traffic.chunks import ArrivalChunk, concatenate, piecewise_poisson, renewal, replay
 from traffic.demand_fit import FittedArrivals
 from traffic.genai_trace import GenaiTraceArrivals
-from traffic.limits import MAX_RATE_PER_S, check_count
+from traffic.limits import MAX_RATE_PER_S, MAX_STATE_CHANGES, check_count
 from traffic.traces import FilePath, Trace, TraceFormat, load_trace
 
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE_PER_S)]
@@ -168,7 +168,7 @@ class MMPPArrivals(_Synthetic):
         dwell = np.asarray(self.mean_dwell_s)
         n_states = dwell.size
         state0 = int(rng.choice(n_states, p=dwell / dwell.sum()))
-        check_count(n_states * duration_s / dwell.sum(), "mmpp state changes (short mean_dwell_s)")
+        check_count(n_states * duration_s / dwell.sum(), "mmpp (short mean_dwell_s)", MAX_STATE_CHANGES, "state changes")
         chunk = int(n_states * duration_s / dwell.sum()) + 2 * n_states + 8
         states, lengths, total_s = [], [], 0.0
         while total_s < duration_s:

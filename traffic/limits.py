@@ -7,16 +7,21 @@ from sim.errors import UserError
 
 MAX_RATE_PER_S = 1e9
 """Largest arrival rate of any process or state (requests/s)."""
-MAX_ARRIVALS = 20_000_000
-"""Most arrivals one process may generate in one call; checked from the expected count
-before any array is allocated (1e9 req/s would otherwise ask numpy for tens of GB)."""
+MAX_ARRIVALS = 1_000_000_000
+"""Most arrivals one process may generate over a run; checked from the expected count
+before anything is drawn. Arrivals are drawn a chunk at a time (:mod:`traffic.chunks`),
+so this bounds time, not memory (a scenario's total is capped at the same figure,
+:data:`sim.scenario.MAX_EXPECTED_REQUESTS`)."""
+MAX_STATE_CHANGES = 20_000_000
+"""Most state changes of a Markov-modulated process over a run: its sojourns are drawn
+at once (24 bytes each), before its arrivals."""
 
 
-def check_count(expected: float, what: str) -> None:
-    """Refuse up front when ``expected`` arrivals exceed :data:`MAX_ARRIVALS`.
+def check_count(expected: float, what: str, limit: int = MAX_ARRIVALS, unit: str = "arrivals") -> None:
+    """Refuse up front when ``expected`` ``unit`` exceed ``limit`` (:data:`MAX_ARRIVALS`).
 
     Raises:
         UserError: naming ``what``, the expected count and the limit."""
-    if not expected <= MAX_ARRIVALS:
-        raise UserError(f"{what} would generate about {expected:,.0f} arrivals; the limit is "
-                        f"{MAX_ARRIVALS:,} per workload and run: lower the rate or the duration")
+    if not expected <= limit:
+        raise UserError(f"{what} would generate about {expected:,.0f} {unit}; the limit is "
+                        f"{limit:,} per workload and run: lower the rate or the duration")

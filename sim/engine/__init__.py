@@ -1,6 +1,6 @@
 """The SimPy engine: :func:`sim.engine.core.simulate` runs one fleet on the scenario's
-demand. ``core`` (the run), ``demand`` (arrivals and request shapes, drawn once per
-scenario), ``pools`` (catalog lookups, placement, memory checks), ``router`` (dispatch
+demand. ``core`` (the run), ``demand`` (arrivals and request shapes, drawn from the
+seed in windows: held in memory, or drawn as a streamed run reaches them), ``pools`` (catalog lookups, placement, memory checks), ``router`` (dispatch
 policies), ``replica_ar`` / ``replica_step`` / ``replica_service`` (the serving state
 machines, on ``timer``: every replica timer of a run in one ``ReplicaClock``),
 ``indexed_heap`` (the heap under the clock and the routers' per-pool indexes),

@@ -85,6 +85,7 @@ class CellShare:
     first_id: int
 
     def rng(self, seed: int, name: str) -> np.random.Generator:
+        """A fresh cell-assignment stream of workload ``name`` (the same for every cell)."""
         return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8")), CELL_STREAM]))
 
 
@@ -116,6 +117,8 @@ class DemandStream:
         return self._count
 
     def windows(self) -> Iterator[WorkloadDemand]:
+        """The windows, drawn from the seed as they are iterated (errors in the arrival
+        process's input are raised at this call)."""
         drawn = _windows(self.scenario, self.name)
         return drawn if self.share is None else self._shared(drawn)
 

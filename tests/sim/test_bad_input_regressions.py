@@ -230,10 +230,10 @@ def test_trace_non_monotonic_rows_are_sorted_by_the_documented_rule(tmp_path):
 
 # --- tracebacks ---------------------------------------------------------------------------
 
-def test_arrivals_beyond_memory_refused_up_front(tmp_path):
+def test_arrivals_beyond_the_request_cap_refused_up_front(tmp_path):
     started = time.perf_counter()
     refused(tmp_path, with_(("workloads", "chat", "arrival", "rate_per_s"), 1e9), "workloads.chat.arrival",
-            "20,000,000,000 requests", "limit is 25,000,000")
+            "20,000,000,000 requests", "limit is 1,000,000,000")
     assert time.perf_counter() - started < 10
 
 
@@ -497,7 +497,7 @@ def test_schema_shows_the_limits(capsys):
     assert pool["replicas"]["maximum"] == 100_000
     assert schema["$defs"]["PoissonArrivals"]["properties"]["rate_per_s"]["maximum"] == 1e9
     assert schema["x-dcsim-limits"]["max_file_bytes"] == 2_000_000
-    assert schema["x-dcsim-limits"]["max_expected_requests"] == 25_000_000
+    assert schema["x-dcsim-limits"]["max_expected_requests"] == 1_000_000_000
     assert schema["x-dcsim-limits"]["max_expected_requests_in_memory"] == 2_000_000
 
 

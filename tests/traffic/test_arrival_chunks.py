@@ -119,3 +119,15 @@ def test_looped_trace_replays_every_row_copy_by_copy(small_chunks):
     np.testing.assert_array_equal(rows[:n], np.arange(n))
     np.testing.assert_array_equal(rows[n:2 * n], np.arange(n))
     np.testing.assert_allclose(times[n:2 * n] - times[:n], period_s, rtol=1e-9)
+
+
+def test_mmpp_with_too_many_state_changes_is_refused_before_drawing():
+    """Sojourns are drawn at once, so their count has its own cap: 2 states of 1 ms mean
+    dwell over 30 days is 2.6e9 state changes, refused naming them; arrivals themselves
+    are capped at MAX_ARRIVALS only (drawn in chunks)."""
+    from sim.errors import UserError
+    from traffic.limits import MAX_STATE_CHANGES
+
+    process = MMPPArrivals(rates_per_s=[0.001, 0.002], mean_dwell_s=[1e-3, 1e-3])
+    with pytest.raises(UserError, match=f"state changes; the limit is {MAX_STATE_CHANGES:,}"):
+        process.arrival_times(np.random.default_rng(0), 30 * 86_400.0)
