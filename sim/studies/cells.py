@@ -55,13 +55,16 @@ removed); ``Results.requests_file`` is that
 with ``pandas.read_parquet(directory)``). Every column of the summary equals the
 in-memory cell run's (float sums in another order, ~1e-12 relative) except the
 quantiles, within the sketch's relative accuracy α = 0.5 %. The spool is a temporary
-directory of the client: the workers must share its filesystem (serial, process pool,
-``--dask local``, or a cluster on one shared filesystem).
+directory of the client (under ``TMPDIR``): the workers must share its filesystem
+(serial, process pool, ``--dask local``, or a cluster whose workers mount the client's
+``TMPDIR`` at the same path); a worker that cannot see it fails its cell with a
+:class:`~sim.errors.UserError` saying so.
 """
 
 from __future__ import annotations
 
 import copy
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +162,12 @@ def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
         run = simulate(local, task.fleet, demand={n: d.in_memory() for n, d in demand.items()})
         requests, shares = globalise(run.requests, run.pool_shares)
         return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares)
+    if not Path(task.spool).is_dir():
+        raise UserError(
+            f"cell {task.cell} of fleet {task.fleet!r} (worker host {socket.gethostname()}) cannot see the run's "
+            f"spool directory {task.spool}: streamed cells write their rows there, so every worker must mount the "
+            f"client's temporary directory at the same path; set TMPDIR on the client to a directory all workers "
+            f"share, or run without streaming (engine.stream: off)")
     directory = Path(task.spool) / f"cell-{task.fleet_index:03d}-{task.cell:05d}"
     directory.mkdir()
     stream = FleetStream(scenario, task.fleet, directory)

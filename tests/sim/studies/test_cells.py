@@ -95,6 +95,29 @@ def streamed(sc):
     return sc.model_copy(update={"engine": sc.engine.model_copy(update={"stream": "on"})})
 
 
+class _ElsewhereExecutor:
+    """Runs cell tasks as a worker on another machine would: the client's spool path
+    does not exist there."""
+
+    def submit(self, fn, task):
+        from concurrent.futures import Future
+        from dataclasses import replace
+
+        future = Future()
+        try:
+            elsewhere = replace(task, spool="/nonexistent/dcsim-spool") if task.spool else task
+            future.set_result(fn(elsewhere))
+        except Exception as error:  # noqa: BLE001 - handed to the caller as a worker would
+            future.set_exception(error)
+        return future
+
+
+def test_streamed_cell_on_a_worker_without_the_spool_says_so():
+    with pytest.raises(UserError, match=r"cell 0 of fleet .* cannot see the run's spool directory "
+                                        r"/nonexistent/dcsim-spool.*set TMPDIR on the client"):
+        run_cells(streamed(chat()), 2, executor=_ElsewhereExecutor())
+
+
 def output_bytes(results, directory) -> dict[str, bytes]:
     """Every file ``dcsim run --out`` writes for ``results``, by relative path."""
     out = write_results(results, directory)
