@@ -82,17 +82,18 @@ class _Synthetic(BaseModel):
         _check_duration(duration_s)
         peak = 1.0 + (self.diurnal.amplitude if self.diurnal else 0.0)
         check_count(self.mean_rate_per_s * peak * duration_s, f"{self.kind} arrivals")
-        return self._chunks(rng, duration_s, peak)
+        return self._thinned(rng, self._base_chunks(rng, duration_s, peak), peak)
 
-    def _chunks(self, rng: np.random.Generator, duration_s: float, peak: float) -> Iterator[ArrivalChunk]:
-        for times in self._base_chunks(rng, duration_s, peak):
+    def _thinned(self, rng: np.random.Generator, base: Iterator[np.ndarray], peak: float) -> Iterator[ArrivalChunk]:
+        for times in base:
             if self.diurnal is not None:
                 keep = rng.random(times.size) * peak < self.diurnal.factor(times)
                 times = times[keep]
             yield ArrivalChunk(times)
 
     def _base_chunks(self, rng: np.random.Generator, duration_s: float, scale: float) -> Iterator[np.ndarray]:
-        """Arrivals of the process with every rate multiplied by ``scale``, in chunks."""
+        """Arrivals of the process with every rate multiplied by ``scale``, in chunks
+        (anything drawn up front, such as MMPP sojourns, is drawn at the call)."""
         raise NotImplementedError
 
     @property

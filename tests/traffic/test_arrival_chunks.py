@@ -130,4 +130,4 @@ def test_mmpp_with_too_many_state_changes_is_refused_before_drawing():
 
     process = MMPPArrivals(rates_per_s=[0.001, 0.002], mean_dwell_s=[1e-3, 1e-3])
     with pytest.raises(UserError, match=f"state changes; the limit is {MAX_STATE_CHANGES:,}"):
-        process.arrival_times(np.random.default_rng(0), 30 * 86_400.0)
+        process.arrival_chunks(np.random.default_rng(0), 30 * 86_400.0)  # at the call, not when iterated
