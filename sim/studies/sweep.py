@@ -3,8 +3,10 @@
 Each point is a pure function of its task (:func:`run_point`): the base scenario with
 the point's overrides, one fleet, one seed; it returns the point's summary rows (one per
 workload) or its error. Points are sent in batches (:func:`batches`: about four tasks
-per worker slot), so small points do not pay a scheduling round trip each and a Dask or
-process-pool run is not slower than a serial one. Only the parent process writes files
+per worker slot), so small points do not pay a scheduling round trip each, and while the
+workers start this process runs points itself (:func:`_share_points`), so a Dask or
+process-pool run is not slower than a serial one by more than the workers' start-up
+takes from this process's CPU. Only the parent process writes files
 (each point's file as its batch returns), so Dask workers need no
 shared filesystem. Layout of ``--out DIR``::
 
@@ -33,9 +35,12 @@ import json
 import math
 import multiprocessing
 import os
+import queue
 import signal
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -115,12 +120,17 @@ class SerialExecutor:
     """Runs each task in this process when submitted (``--workers 1``)."""
 
     slots = 1  # tasks that can run at once
+    parallel = False  # True: tasks run elsewhere, and this process can work while they start
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         pass
+
+    def started(self) -> bool:
+        """Whether tasks can be submitted yet (a local Dask cluster starts in the background)."""
+        return True
 
     def submit(self, fn: Callable, arg: Any) -> cf.Future:
         future: cf.Future = cf.Future()
@@ -129,6 +139,11 @@ class SerialExecutor:
 
     def as_completed(self, futures) -> Iterator:
         return iter(futures)
+
+    def wait_first(self, futures: set, timeout_s: float | None = None) -> set:
+        """The futures of ``futures`` that are done, after waiting for at least one or
+        for ``timeout_s`` (then possibly none)."""
+        return set(cf.wait(futures, timeout=timeout_s, return_when=cf.FIRST_COMPLETED).done)
 
 
 def _worker_init() -> None:
@@ -145,6 +160,8 @@ def _worker_init() -> None:
 
 class ProcessExecutor(SerialExecutor):
     """``concurrent.futures.ProcessPoolExecutor`` (spawned workers, no inherited state)."""
+
+    parallel = True
 
     def __init__(self, workers: int) -> None:
         self.slots = workers
@@ -166,36 +183,79 @@ class ProcessExecutor(SerialExecutor):
 
 class DaskExecutor(SerialExecutor):
     """A Dask ``distributed.Client``: ``local`` starts a ``LocalCluster`` of ``workers``
-    single-threaded processes; otherwise ``address`` is an existing scheduler."""
+    single-threaded processes, in a background thread (:meth:`started` says when it is
+    up; :meth:`submit` waits for it); otherwise ``address`` is an existing scheduler,
+    connected here."""
+
+    parallel = True
 
     def __init__(self, address: str, workers: int) -> None:
+        from distributed import Client
+
+        self.cluster = self.client = None
+        self.slots = workers
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+        if address == "local":
+            self._starting = threading.Thread(target=self._start_local, args=(workers,), daemon=True,
+                                              name="dcsim-dask-start")
+            self._starting.start()
+            return
+        try:
+            self.client = Client(address, timeout="20s")
+        except (OSError, TimeoutError) as err:
+            raise UserError(f"--dask {address}: cannot connect to a Dask scheduler ({err})") from None
+        ship_overlay(self.client)
+        self.slots = max(1, sum(self.client.nthreads().values()))
+
+    def _start_local(self, workers: int) -> None:
         from distributed import Client, LocalCluster
 
-        self.cluster = None
-        if address == "local":
+        try:
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, silence_logs=40)
             self.client = Client(self.cluster)
-        else:
-            try:
-                self.client = Client(address, timeout="20s")
-            except (OSError, TimeoutError) as err:
-                raise UserError(f"--dask {address}: cannot connect to a Dask scheduler ({err})") from None
-            ship_overlay(self.client)
-        self.slots = max(1, sum(self.client.nthreads().values()))
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+            self._start_error = err
+
+    def started(self) -> bool:
+        if self._starting is not None and not self._starting.is_alive():
+            self._starting = None
+            if self._start_error is not None:
+                raise self._start_error
+        return self._starting is None
+
+    def connected(self):
+        """The client, once the cluster is up (waits for a local one to start)."""
+        if self._starting is not None:
+            self._starting.join()
+            self.started()
+        return self.client
 
     def __exit__(self, *exc) -> None:
-        self.client.close()
+        if self._starting is not None:
+            self._starting.join()
+        if self.client is not None:
+            self.client.close()
         if self.cluster is not None:
             self.cluster.close()
 
     def submit(self, fn, arg):
-        return self.client.submit(fn, arg, pure=False, key=arg.dask_key)
+        return self.connected().submit(fn, arg, pure=False, key=arg.dask_key)
 
     def as_completed(self, futures):
         from distributed import as_completed
 
         return as_completed(futures)
+
+    def wait_first(self, futures: set, timeout_s: float | None = None) -> set:
+        from distributed import wait
+
+        try:
+            wait(list(futures), timeout=timeout_s, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            pass
+        return {f for f in futures if f.done()}
 
 
 OVERLAY_PLUGIN = "dcsim-catalog-overlay"
@@ -365,19 +425,109 @@ def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, hea
         return errors
     bar = tqdm(total=len(todo), desc="sweep", unit="pt", file=sys.stderr, disable=not sys.stderr.isatty(),
                dynamic_ncols=True, bar_format="{desc}: {n}/{total} done{postfix} [{elapsed}<{remaining}]")
+    def record(outcomes: list[PointOutcome]) -> None:
+        for outcome in outcomes:
+            if outcome.rows is None:
+                errors[outcome.point_id] = outcome.error
+            else:
+                write_file_atomic(point_path(out_dir, outcome.point_id),
+                                  lambda p, r=outcome.rows: write_parquet(r, p), cleanup=False)
+            bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
+            bar.update(1)
+
     with bar:
         tasks = [PointTask(p, spec.base_data, spec.source, headroom) for p in todo]
-        futures = [executor.submit(run_batch, batch) for batch in batches(tasks, executor.slots)]
-        for future in executor.as_completed(futures):
-            for outcome in future.result():
-                if outcome.rows is None:
-                    errors[outcome.point_id] = outcome.error
-                else:
-                    write_file_atomic(point_path(out_dir, outcome.point_id),
-                                      lambda p, r=outcome.rows: write_parquet(r, p), cleanup=False)
-                bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
-                bar.update(1)
+        if not executor.parallel:
+            for future in executor.as_completed([executor.submit(run_batch, b) for b in batches(tasks, 1)]):
+                record(future.result())
+        else:
+            _share_points(tasks, executor, record)
     return errors
+
+
+class WarmUp:
+    """A first task per worker slot: imports what a point needs, so a worker that
+    answers it is ready to run points."""
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+        self.dask_key = f"dcsim-warm-up-{os.getpid()}-{time.monotonic_ns()}-{slot}"
+
+
+def warm_up(_task: WarmUp) -> int:
+    """Import the modules :func:`run_point` uses; returns this worker's pid."""
+    import sim.results.planner_csv  # noqa: F401
+    import sim.results.tables  # noqa: F401
+    import sim.studies.headroom  # noqa: F401
+
+    return os.getpid()
+
+
+POLL_S = 0.05
+"""How often the sweep's own process looks for returned results while it waits."""
+
+
+def _share_points(tasks: list[PointTask], executor, record: Callable[[list[PointOutcome]], None]) -> None:
+    """Run ``tasks`` on a parallel ``executor``, this process working too until the
+    workers are up.
+
+    Starting workers costs seconds (a Dask ``LocalCluster`` ~3 s, spawned processes ~1 s
+    each, importing numpy, pandas and the simulator), as long as a small sweep takes
+    serially. So a thread of this process runs points one at a time, in order, until a
+    worker has answered its warm-up task (:func:`warm_up`); from then on the remaining
+    points go to the workers in batches (:func:`batches`, at most two per slot in
+    flight), the thread finishes the point it holds, and this process only writes what
+    comes back (all files are written by the calling thread). A sweep whose workers do
+    not come up in time runs entirely here, as a serial one would, so a parallel run is
+    never much slower than a serial one (on a machine with no idle core the workers'
+    start-up still takes CPU from this process). Which process ran a point changes
+    nothing in its outcome.
+    """
+    pending = deque(tasks)
+    size = len(batches(tasks, executor.slots)[0].tasks)
+    ran_here: queue.SimpleQueue = queue.SimpleQueue()
+    ready = threading.Event()
+
+    def work_here() -> None:
+        while not ready.is_set():
+            try:
+                task = pending.popleft()
+            except IndexError:
+                return
+            ran_here.put(run_point(task))
+
+    threading.Thread(target=work_here, daemon=True, name="dcsim-sweep-here").start()
+    warm: list | None = None
+    in_flight: set = set()
+    left = len(tasks)
+    while left:
+        while not ran_here.empty():
+            record([ran_here.get()])
+            left -= 1
+        if warm is None and executor.started():
+            warm = [executor.submit(warm_up, WarmUp(slot)) for slot in range(executor.slots)]
+        if not ready.is_set() and warm is not None and any(f.done() for f in warm):
+            ready.set()
+        while ready.is_set() and pending and len(in_flight) < 2 * executor.slots:
+            batch = []
+            while len(batch) < size:
+                try:
+                    batch.append(pending.popleft())
+                except IndexError:
+                    break
+            if batch:
+                in_flight.add(executor.submit(run_batch, PointBatch(tuple(batch))))
+        waiting = in_flight or (set(warm) if warm is not None and not ready.is_set() else set())
+        if waiting:
+            done = executor.wait_first(waiting, POLL_S)
+        else:  # only this process is working: look again shortly
+            time.sleep(POLL_S)
+            done = set()
+        for future in done & in_flight:
+            in_flight.discard(future)
+            outcomes = future.result()
+            record(outcomes)
+            left -= len(outcomes)
 
 
 BATCHES_PER_SLOT = 4

@@ -49,3 +49,50 @@ def test_batched_and_unbatched_sweeps_write_the_same_tables(tmp_path, monkeypatc
         run_sweep(spec, tmp_path / name)
         outs[name] = pd.read_csv(tmp_path / name / "runs.csv")
     pd.testing.assert_frame_equal(outs["batched"], outs["single"])
+
+
+class NeverStarts(SerialExecutor):
+    """A parallel executor whose workers never come up."""
+
+    parallel, slots = True, 2
+    submitted = 0
+
+    def started(self) -> bool:
+        return False
+
+    def submit(self, fn, arg):
+        NeverStarts.submitted += 1
+        return super().submit(fn, arg)
+
+
+class StartsAtOnce(SerialExecutor):
+    """A parallel executor whose 'workers' (this thread) are up at once: every task
+    submitted runs on submission and is remembered."""
+
+    parallel, slots = True, 2
+
+    def __init__(self) -> None:
+        self.points = 0
+
+    def submit(self, fn, arg):
+        self.points += len(getattr(arg, "tasks", ()))
+        return super().submit(fn, arg)
+
+
+def test_the_sweep_runs_its_points_itself_while_workers_start(tmp_path, monkeypatch):
+    """Workers that never start: every point runs in the sweep's own process, nothing is
+    submitted, and the tables are the serial ones. Workers up at once: the points go to
+    them (the first may already have been taken here), same tables."""
+    spec = load_sweep(write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [2, 3, 4]}, seeds=2))
+    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: SerialExecutor())
+    run_sweep(spec, tmp_path / "serial")
+    serial = pd.read_csv(tmp_path / "serial" / "runs.csv")
+    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: NeverStarts())
+    run_sweep(spec, tmp_path / "never")
+    assert NeverStarts.submitted == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "never" / "runs.csv"), serial)
+    at_once = StartsAtOnce()
+    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: at_once)
+    report = run_sweep(spec, tmp_path / "at-once")
+    assert report.total - 2 <= at_once.points <= report.total  # at most the points in flight here before the warm-up
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "at-once" / "runs.csv"), serial)
