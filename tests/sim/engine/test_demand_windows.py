@@ -8,18 +8,26 @@ so every workload spans many of them.
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from scenario_cases import make_scenario
+from scenario_strategies import diff_settings, placeable, scenarios, squeeze
 
 import traffic.chunks as chunks
+import sim.engine.core as core
+from sim.engine.core import simulate
 from sim.engine.demand import CellShare, DemandStream, generate_demand
+from sim.scenario import parse_scenario
 from sim.results.tables import run_scenario
 from sim.studies.cells import run_cells
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def small_windows(monkeypatch):
     monkeypatch.setattr(chunks, "ARRIVAL_CHUNK", 37)
 
@@ -39,7 +47,7 @@ def two_workloads():
     )
 
 
-def test_stream_windows_concatenate_to_the_in_memory_demand():
+def test_stream_windows_concatenate_to_the_in_memory_demand(small_windows):
     sc = two_workloads()
     for name, whole in generate_demand(sc).items():
         stream = DemandStream(sc, name)
@@ -50,7 +58,7 @@ def test_stream_windows_concatenate_to_the_in_memory_demand():
         np.testing.assert_array_equal(np.concatenate([w.output_tokens for w in windows]), whole.output_tokens)
 
 
-def test_cell_shares_partition_the_demand_with_global_ids():
+def test_cell_shares_partition_the_demand_with_global_ids(small_windows):
     """Four cells' shares, window by window: every request of the whole demand exactly
     once, with its id in the whole demand (the workload's offset plus its position) and
     its own arrival instant and token counts; each share's length is its row count."""
@@ -74,7 +82,7 @@ def test_cell_shares_partition_the_demand_with_global_ids():
         first_id += len(d)
 
 
-def test_cells_in_many_windows_keep_every_request_once_at_its_instant():
+def test_cells_in_many_windows_keep_every_request_once_at_its_instant(small_windows):
     sc = two_workloads()
     whole, cells = run_scenario(sc), run_cells(sc, 4)
     a = whole.requests.set_index("request_id").sort_index()
@@ -84,7 +92,7 @@ def test_cells_in_many_windows_keep_every_request_once_at_its_instant():
         np.testing.assert_array_equal(a[column], b[column])
 
 
-def test_a_streamed_run_never_holds_the_whole_demand(monkeypatch):
+def test_a_streamed_run_never_holds_the_whole_demand(small_windows, monkeypatch):
     """Streaming on, whole and as cells: the demand is only ever drawn window by window
     (drawing it all at once is made to fail), and the run still serves every request."""
     import sim.engine.core as core
@@ -104,3 +112,24 @@ def test_a_streamed_run_never_holds_the_whole_demand(monkeypatch):
     for results in (run_scenario(sc), run_cells(sc, 2)):
         assert results.streamed
         assert len(pd.read_parquet(results.requests_file)) == n
+
+
+@diff_settings(40)
+@given(data=st.data(), chunk=st.sampled_from([1, 2, 3, 7, 64]), feed=st.sampled_from([1, 3, 4096]))
+def test_generated_scenarios_serve_the_same_requests_streamed_and_in_memory(tmp_path_factory, data, chunk, feed):
+    """Whole generated scenarios (every workload kind, traces, bursts, journeys across
+    pools), the demand in windows of ``chunk`` expected arrivals, read ``feed`` at a time
+    by the arrival feed: a run drawing each window as it reaches it (sink) gives the
+    rows the in-memory run gives."""
+    raw = data.draw(scenarios(tmp_path_factory.mktemp("windows")))
+    squeeze(raw)
+    assume(placeable(raw))
+    scenario = parse_scenario(raw, "generated")
+    with mock.patch.object(chunks, "ARRIVAL_CHUNK", chunk), mock.patch.object(core, "FEED_WINDOW", feed):
+        memory = simulate(scenario, 0).requests
+        parts = []
+        streamed = simulate(scenario, 0, sink=lambda rows, shares: parts.append(rows))
+    assert streamed.requests.empty
+    got = pd.concat(parts, ignore_index=True) if parts else memory.iloc[:0]
+    got = got.sort_values("request_id", kind="stable", ignore_index=True)
+    pd.testing.assert_frame_equal(got, memory.reset_index(drop=True), check_categorical=False)
