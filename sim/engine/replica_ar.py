@@ -76,7 +76,7 @@ class ARReplica(TimerDriven):
         "_mix_flops", "_mix_hbm", "_mix_t", "_mix_tokens", "_next_done", "_stale", "_clock", "_slot",
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start",
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
-        "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
+        "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "seq", "sum_offsets", "waiting", "watchers", "watermark_blocks"
     )
 
@@ -96,7 +96,6 @@ class ARReplica(TimerDriven):
         self._kv_half = 0  # this replica's part of pool.kv_half_tokens_total
         self.waiting: deque[Request] = deque()
         self.heap: list[tuple[int, int, Request]] = []
-        self.order: list[tuple[int, Request]] = []
         self.outstanding = 0  # queued + running; a plain counter so routers can min() fast
         self.n_running = 0
         self.iters = 0
@@ -213,7 +212,6 @@ class ARReplica(TimerDriven):
         heap = self.heap
         heapq.heappush(heap, (self.iters + req.output_tokens - req.generated, seq, req))
         self._next_done = heap[0][0]
-        self.order.append((seq, req))
 
     def _remove_running(self, req: Request) -> None:
         w = req.branches
@@ -285,19 +283,24 @@ class ARReplica(TimerDriven):
                 index.changed(i)
             for listener in self.listeners:
                 listener.pull(self)
-            if len(self.order) > 2 * self.n_running + 64:
-                self.order = [(s, r) for s, r in self.order if r.run_seq == s]
 
     def _preempt_if_needed(self) -> bool:
-        """Recompute-preempt the latest admitted sequences until the next iteration fits."""
+        """Recompute-preempt the latest admitted sequences until the next iteration fits
+        (never the last one: a sequence alone always fits, the router saw to that).
+
+        The victims, latest admitted (highest ``run_seq``) first, are read off the
+        completion heap when a preemption is due, rather than kept in admission order
+        all along: preemptions are rare, admissions are not, and a list kept per
+        admission was one more cold object per request at thousands of replicas."""
         preempted = False
         n = self.n_running
         if (self.sum_offsets + n * self.iters) / self.block + n <= self.cap_blocks:  # blocks_used_bounds [1]
             return False
-        while len(self.order) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
-            seq, victim = self.order.pop()
-            if victim.run_seq != seq:
-                continue
+        if self.blocks_used(self.iters) <= self.cap_blocks:
+            return False
+        running = sorted([(seq, req) for _, seq, req in self.heap if req.run_seq == seq])  # seqs are unique
+        while len(running) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
+            seq, victim = running.pop()
             victim.generated += self.iters - victim.start_iter
             self._remove_running(victim)
             self._stale += 1  # its heap entry stays until popped
