@@ -77,7 +77,7 @@ class ARReplica(TimerDriven):
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start",
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
-        "residues", "run", "seq", "sum_offsets", "waiting", "watchers", "watermark_blocks"
+        "residues", "run", "seq", "sum_offsets", "waiting", "watermark_blocks"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -113,7 +113,6 @@ class ARReplica(TimerDriven):
         self.acc = 0.0
         self.seq = count()
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
-        self.watchers: list = []  # (router index, i): told when outstanding/queued change
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
@@ -233,8 +232,8 @@ class ARReplica(TimerDriven):
         pool = self.pool
         pool.outstanding_total += 1
         pool.queued_total += 1
-        for index, i in self.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
-            index.changed(i)
+        for index in pool.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
+            index.changed(self.index)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -279,8 +278,8 @@ class ARReplica(TimerDriven):
             self.run.request_finished(req)
         self._next_done = heap[0][0] if heap else NO_COMPLETION
         if freed:
-            for index, i in self.watchers:  # _tell_watchers, inlined (once per completion)
-                index.changed(i)
+            for index in self.pool.watchers:  # _tell_watchers, inlined (once per completion)
+                index.changed(self.index)
             for listener in self.listeners:
                 listener.pull(self)
 
@@ -339,8 +338,8 @@ class ARReplica(TimerDriven):
             admitted.append(req)
         if admitted:
             self.pool.queued_total -= len(admitted)
-            for index, i in self.watchers:  # _tell_watchers, inlined (once per admission)
-                index.changed(i)
+            for index in self.pool.watchers:  # _tell_watchers, inlined (once per admission)
+                index.changed(self.index)
         return admitted
 
     def _head_fits(self, counter: int) -> bool:
