@@ -53,6 +53,9 @@ class Pool:
     resident_bytes: float = 0.0
     stats: PoolStats = field(default_factory=PoolStats)
     replicas: list = field(default_factory=list)
+    # the routers' indexes over this pool (sim.engine.router._MinIndex), told by a replica
+    # whenever its outstanding or queued count changes; its position in each is its index
+    watchers: list = field(default_factory=list)
     on_leg_done: Callable[[Request], None] | None = None
     # running totals over the replicas, kept by the replicas as their state changes so the
     # time-series sampler reads a pool in O(1), not O(replicas) (see sim.engine.core._Sampler)

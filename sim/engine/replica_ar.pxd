@@ -7,12 +7,13 @@ from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, _blocks_key, _inflight, _mixed, heap, listeners, order, perf, pool, residues, run, seq, waiting, watchers
+    cdef public object _admitted, heap, listeners, perf, pool, residues, run, seq, waiting
     cdef public DecodeLine _seg_line
-    cdef public double _anchor, _decode_from, _end_at, _start, acc
+    cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm
+    cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, outstanding, sum_offsets, watermark_blocks
-    cdef public bint _busy, _cuttable
+    cdef public bint _busy, _cuttable, _inflight
 
     cpdef Py_ssize_t blocks_used(self, Py_ssize_t counter)
     cpdef double kv_bytes_estimate(self, Py_ssize_t counter)
@@ -20,12 +21,14 @@ cdef class ARReplica(TimerDriven):
     @cython.locals(req=Request)
     cpdef _add_running(self, Request req, Py_ssize_t tokens_now)
     cpdef _remove_running(self, Request req)
-    @cython.locals(index=_MinIndex, i=cython.Py_ssize_t)
+    @cython.locals(index=_MinIndex)
     cpdef submit(self, Request req)
     cpdef _boundary(self)
-    @cython.locals(req=Request, index=_MinIndex, i=cython.Py_ssize_t)
+    @cython.locals(victim=Request)
+    cpdef bint _preempt_if_needed(self)
+    @cython.locals(req=Request, index=_MinIndex)
     cpdef _finish_completed(self)
-    @cython.locals(req=Request, index=_MinIndex, i=cython.Py_ssize_t)
+    @cython.locals(req=Request, index=_MinIndex)
     cpdef list _admit(self)
     @cython.locals(req=Request)
     cpdef bint _head_fits(self, Py_ssize_t counter)
@@ -37,4 +40,4 @@ cdef class ARReplica(TimerDriven):
     cpdef _cut(self)
     cpdef _finish(self, end=*)
     @cython.locals(req=Request)
-    cpdef tuple _finish_mixed(self, double end)
+    cpdef _finish_mixed(self, double end)

@@ -56,6 +56,9 @@ from sim.models.perf import (
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
+NO_COMPLETION = 1 << 62
+"""``ARReplica._next_done`` with no sequence running (above any iteration counter)."""
+
 
 class ARReplica(TimerDriven):
     """One replica of an autoregressive pool (see module docstring).
@@ -68,12 +71,13 @@ class ARReplica(TimerDriven):
 
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
-        "_admitted", "_anchor", "_blocks_key", "_blocks_value", "_busy", "_cuttable", "_decode_from",
-        "_end_at", "_inflight", "_kv_half", "_kv_half_cap", "_mixed", "_clock", "_slot",
+        "_admitted", "_anchor", "_blocks_counter", "_blocks_value", "_blocks_version", "_busy", "_cuttable",
+        "_decode_from", "_end_at", "_in_j0", "_in_n", "_inflight", "_kv_half", "_kv_half_cap", "_mix_bytes",
+        "_mix_flops", "_mix_hbm", "_mix_t", "_mix_tokens", "_next_done", "_stale", "_clock", "_slot",
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start",
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
-        "listeners", "max_batch", "max_prefill_tokens", "n_running", "order", "outstanding", "perf", "pool",
-        "residues", "run", "seq", "sum_offsets", "waiting", "watchers", "watermark_blocks"
+        "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
+        "residues", "run", "seq", "sum_offsets", "waiting", "watermark_blocks"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -92,19 +96,23 @@ class ARReplica(TimerDriven):
         self._kv_half = 0  # this replica's part of pool.kv_half_tokens_total
         self.waiting: deque[Request] = deque()
         self.heap: list[tuple[int, int, Request]] = []
-        self.order: list[tuple[int, Request]] = []
         self.outstanding = 0  # queued + running; a plain counter so routers can min() fast
         self.n_running = 0
         self.iters = 0
         self.sum_offsets = 0
         self.residues = [0] * self.block
-        self._blocks_key = (-1, -1)
+        self._blocks_counter = -1  # blocks_used's cache: the state it was computed for, and the value
+        self._blocks_version = -1
         self._blocks_value = 0
+        # heap[0][0] kept as a plain number (NO_COMPLETION: empty), so a boundary tests it
+        # without reading the heap's list, tuple and int: at thousands of replicas a
+        # replica's objects are out of cache each time its timer fires
+        self._next_done = NO_COMPLETION
+        self._stale = 0  # heap entries of preempted runs (run_seq no longer matches)
         self._version = 0
         self.acc = 0.0
         self.seq = count()
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
-        self.watchers: list = []  # (router index, i): told when outstanding/queued change
         self._busy = False
         self._cuttable = False
         # the iteration(s) in flight
@@ -112,8 +120,13 @@ class ARReplica(TimerDriven):
         self._slot = self._clock.register(self, replica_priority(pool.index, index))
         self._start = 0.0
         self._admitted: list[Request] = []
-        self._mixed = (0.0, 0.0, 0.0, 0, 0.0)
-        self._inflight: tuple[int, int, float] | None = None  # (j0, decode iterations, t_mixed)
+        # the mixed iteration's time, FLOP, bytes, tokens and HBM bytes (fields, not a
+        # tuple: one object fewer to fetch per boundary)
+        self._mix_t = self._mix_flops = self._mix_bytes = self._mix_hbm = 0.0
+        self._mix_tokens = 0
+        self._inflight = False  # iterations in flight: decode iterations j0 + 1 … j0 + n of the segment
+        self._in_j0 = 0
+        self._in_n = 0
         self._decode_from = 0.0  # instant the run's decode iterations start
         self._end_at = 0.0  # instant the run ends
         # the decode segment (batch fixed since the anchor)
@@ -131,8 +144,7 @@ class ARReplica(TimerDriven):
         """Σ⌈(a_i + counter)/B⌉ over running sequences, in O(B) (cached per state)."""
         if not self.n_running:
             return 0
-        key = (counter, self._version)
-        if key == self._blocks_key:
+        if counter == self._blocks_counter and self._version == self._blocks_version:
             return self._blocks_value
         b = self.block
         pad = 0
@@ -140,7 +152,7 @@ class ARReplica(TimerDriven):
             if n:
                 pad += n * ((-(rho + counter)) % b)
         value = (self.sum_offsets + self.n_running * counter + pad) // b
-        self._blocks_key, self._blocks_value = key, value
+        self._blocks_counter, self._blocks_version, self._blocks_value = counter, self._version, value
         return value
 
     def blocks_used_bounds(self, counter: int) -> tuple[float, float]:
@@ -196,8 +208,9 @@ class ARReplica(TimerDriven):
         self.n_running += w
         self.pool.running_total += w
         self._version += 1
-        heapq.heappush(self.heap, (self.iters + req.output_tokens - req.generated, seq, req))
-        self.order.append((seq, req))
+        heap = self.heap
+        heapq.heappush(heap, (self.iters + req.output_tokens - req.generated, seq, req))
+        self._next_done = heap[0][0]
 
     def _remove_running(self, req: Request) -> None:
         w = req.branches
@@ -219,8 +232,8 @@ class ARReplica(TimerDriven):
         pool = self.pool
         pool.outstanding_total += 1
         pool.queued_total += 1
-        for index, i in self.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
-            index.changed(i)
+        for index in pool.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
+            index.changed(self.index)
         if not self._busy:
             self._busy = True
             self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
@@ -237,8 +250,7 @@ class ARReplica(TimerDriven):
     def _boundary(self) -> None:
         # the cheap tests of _finish_completed / _preempt_if_needed / _admit first: most
         # boundaries complete nothing, preempt nothing, or admit nothing
-        heap = self.heap
-        if heap and heap[0][0] <= self.iters:
+        if self._next_done <= self.iters:
             self._finish_completed()
         n = self.n_running
         preempted = (self.sum_offsets + n * self.iters) / self.block + n > self.cap_blocks and self._preempt_if_needed()
@@ -254,6 +266,7 @@ class ARReplica(TimerDriven):
         while heap and heap[0][0] <= self.iters:
             _, seq, req = heapq.heappop(heap)
             if req.run_seq != seq:
+                self._stale -= 1
                 continue
             self._remove_running(req)
             req.generated = req.output_tokens
@@ -263,26 +276,33 @@ class ARReplica(TimerDriven):
             self.pool.outstanding_total -= 1
             freed = True
             self.run.request_finished(req)
+        self._next_done = heap[0][0] if heap else NO_COMPLETION
         if freed:
-            for index, i in self.watchers:  # _tell_watchers, inlined (once per completion)
-                index.changed(i)
+            for index in self.pool.watchers:  # _tell_watchers, inlined (once per completion)
+                index.changed(self.index)
             for listener in self.listeners:
                 listener.pull(self)
-            if len(self.order) > 2 * self.n_running + 64:
-                self.order = [(s, r) for s, r in self.order if r.run_seq == s]
 
     def _preempt_if_needed(self) -> bool:
-        """Recompute-preempt the latest admitted sequences until the next iteration fits."""
+        """Recompute-preempt the latest admitted sequences until the next iteration fits
+        (never the last one: a sequence alone always fits, the router saw to that).
+
+        The victims, latest admitted (highest ``run_seq``) first, are read off the
+        completion heap when a preemption is due, rather than kept in admission order
+        all along: preemptions are rare, admissions are not, and a list kept per
+        admission was one more cold object per request at thousands of replicas."""
         preempted = False
         n = self.n_running
         if (self.sum_offsets + n * self.iters) / self.block + n <= self.cap_blocks:  # blocks_used_bounds [1]
             return False
-        while len(self.order) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
-            seq, victim = self.order.pop()
-            if victim.run_seq != seq:
-                continue
+        if self.blocks_used(self.iters) <= self.cap_blocks:
+            return False
+        running = sorted([(seq, req) for _, seq, req in self.heap if req.run_seq == seq])  # seqs are unique
+        while len(running) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
+            seq, victim = running.pop()
             victim.generated += self.iters - victim.start_iter
             self._remove_running(victim)
+            self._stale += 1  # its heap entry stays until popped
             victim.preemptions += 1
             self.waiting.appendleft(victim)
             self.pool.queued_total += 1
@@ -318,8 +338,8 @@ class ARReplica(TimerDriven):
             admitted.append(req)
         if admitted:
             self.pool.queued_total -= len(admitted)
-            for index, i in self.watchers:  # _tell_watchers, inlined (once per admission)
-                index.changed(i)
+            for index in self.pool.watchers:  # _tell_watchers, inlined (once per admission)
+                index.changed(self.index)
         return admitted
 
     def _head_fits(self, counter: int) -> bool:
@@ -350,8 +370,11 @@ class ARReplica(TimerDriven):
         if admitted:
             t_mixed = self._mixed_cost(admitted)
         after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
-        while heap[0][1] != heap[0][2].run_seq:
-            heapq.heappop(heap)
+        if self._stale:
+            while heap[0][1] != heap[0][2].run_seq:
+                heapq.heappop(heap)
+                self._stale -= 1
+            self._next_done = heap[0][0]
         b = self.n_running
         if admitted or self._seg_version != self._version:  # the batch changed: new segment
             self._anchor = anchor = now + t_mixed
@@ -363,7 +386,7 @@ class ARReplica(TimerDriven):
         else:
             anchor, context0, line = self._anchor, self._seg_context0, self._seg_line
         j0 = after - self._seg_iters
-        remaining = heap[0][0] - after
+        remaining = self._next_done - after
         if self.run.exact:
             n = 0 if admitted else 1
         else:
@@ -381,7 +404,8 @@ class ARReplica(TimerDriven):
             self._cuttable = True
         self._start = now
         self._admitted = admitted
-        self._inflight = (j0, n, t_mixed)
+        self._inflight = True
+        self._in_j0, self._in_n = j0, n
         self._decode_from = anchor if admitted else now  # == boundary j0, exactly
         self._end_at = end = anchor + decode_stretch_time_s(line, context0, b, j0 + n)
         self._start_timer_at(end)
@@ -409,12 +433,13 @@ class ARReplica(TimerDriven):
         context = self.sum_offsets - admitted_offsets + n_decode * self.iters  # of decoders
         t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
         hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
-        self._mixed = (t, flops, bytes_moved, new_tokens + n_decode, hbm)
+        self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
+        self._mix_tokens = new_tokens + n_decode
         return t
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
-        j0, n, t_mixed = self._inflight
+        j0, n = self._in_j0, self._in_n
         first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
         last = j0 + n
         now, anchor = self.env.now, self._anchor
@@ -430,7 +455,7 @@ class ARReplica(TimerDriven):
         while end < now and j < last:  # rounding of ``elapsed``; never in practice
             j += 1
             end = anchor + decode_stretch_time_s(line, context0, b, j)
-        self._inflight = (j0, j - j0, t_mixed)
+        self._in_n = j - j0
         self._cuttable = False
         self._end_at = end
         self._start_timer_at(end)
@@ -439,15 +464,16 @@ class ARReplica(TimerDriven):
         """Account for the iterations that just ended (at ``end``, default now): the mixed
         one (first tokens of the admitted requests) and the decode-only run after it, as
         one busy interval."""
-        if self._inflight is None:  # the wake-up timer of an idle replica
+        if not self._inflight:  # the wake-up timer of an idle replica
             return
         self._cuttable = False
         perf = self.perf
-        j0, n, t_mixed = self._inflight
-        self._inflight = None
+        j0, n = self._in_j0, self._in_n
+        self._inflight = False
         flops = bytes_moved = hbm = 0.0
         if self._admitted:
-            flops, bytes_moved, hbm = self._finish_mixed(self._anchor)
+            self._finish_mixed(self._anchor)
+            flops, bytes_moved, hbm = self._mix_flops, self._mix_bytes, self._mix_hbm
         if n:
             b = self._seg_b
             context = self._seg_context0 + b * j0
@@ -465,25 +491,26 @@ class ARReplica(TimerDriven):
         """The run stops now (the drain ran out): account for the iterations of the run in
         flight whose boundaries came before now, as exact mode would have processed them,
         so first tokens and busy time do not depend on the mode."""
-        if self._inflight is None or not self._timer_pending():
+        if not self._inflight or not self._timer_pending():
             return
-        j0, n, t_mixed = self._inflight
+        j0, n = self._in_j0, self._in_n
         now = self.env.now
         if self._admitted and self._anchor >= now:  # inside the mixed iteration
-            self._inflight = None
+            self._inflight = False
             self._stop_timer()
             return
         j = j0
         while j < j0 + n and self._boundary_at(j + 1) < now:
             j += 1
-        self._inflight = (j0, j - j0, t_mixed)
+        self._in_n = j - j0
         self._stop_timer()
         self._end_at = self._boundary_at(j)
         self._finish(self._end_at)
         self._kv_sync()
 
-    def _finish_mixed(self, end: float) -> tuple[float, float, float]:
-        t, flops, bytes_moved, tokens, hbm = self._mixed
+    def _finish_mixed(self, end: float) -> None:
+        """First tokens of the requests the mixed iteration (ending at ``end``) prefilled."""
+        t, tokens = self._mix_t, self._mix_tokens
         admitted, self._admitted = self._admitted, []
         self.iters += 1
         self.acc += t / tokens
@@ -493,5 +520,4 @@ class ARReplica(TimerDriven):
             if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
                 req.admitted_at_s = self._start
                 req.first_token_at_s = end
-        return flops, bytes_moved, hbm
 

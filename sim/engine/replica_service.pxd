@@ -2,4 +2,4 @@
 from sim.engine.request cimport RouterFacing
 
 cdef class ServiceReplica(RouterFacing):
-    cdef public object busy, env, index, listeners, max_batch, outstanding, pool, run, waiting, watchers
+    cdef public object busy, env, index, listeners, max_batch, outstanding, pool, run, waiting

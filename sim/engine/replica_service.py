@@ -14,7 +14,6 @@ class ServiceReplica(RouterFacing):
     # slots, not a __dict__: a 4,096-replica fleet's replica state stays compact in cache
     __slots__ = (
         "busy", "env", "index", "listeners", "max_batch", "outstanding", "pool", "run", "waiting",
-        "watchers"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -27,7 +26,6 @@ class ServiceReplica(RouterFacing):
         self.busy = 0
         self.outstanding = 0
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
-        self.watchers: list = []  # (router index, i): told when outstanding/queued change
 
 
     def submit(self, req: Request) -> None:

@@ -47,7 +47,7 @@ class StepReplica(TimerDriven):
         "_seg_version", "_start", "_step_bytes", "_step_s", "_steps", "_version", "acc", "blocked",
         "env", "flops", "free_bytes", "heap", "index", "kernels", "listeners", "max_batch", "members",
         "outstanding", "perf", "pool", "reserved", "run", "seq", "stage_perfs", "steps_done", "waiting",
-        "watchers", "width"
+        "width"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -75,7 +75,6 @@ class StepReplica(TimerDriven):
         self.acc = 0.0
         self.seq = count()
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
-        self.watchers: list = []  # (router index, i): told when outstanding/queued change
         self._busy = False
         self._cuttable = False
         self._clock = replica_clock(self.env)

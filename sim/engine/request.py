@@ -92,7 +92,10 @@ class RouterFacing:
     free batch slot (``has_slot``: outstanding < max_batch), and :meth:`_tell_watchers`,
     called whenever ``outstanding`` or ``queued`` changes so the routers' indexes
     (:mod:`sim.engine.router`) stay current. Subclasses set ``waiting`` (a deque),
-    ``outstanding``, ``max_batch`` and ``watchers`` (a list of (router index, position))."""
+    ``outstanding``, ``max_batch``, ``index`` (the replica's position in its pool) and
+    ``pool``, whose ``watchers`` lists the indexes of the routers over the pool (one list
+    per pool, not per replica: at thousands of replicas a per-replica list is one more
+    object out of cache at every change)."""
 
     __slots__ = ()
 
@@ -105,5 +108,5 @@ class RouterFacing:
         return self.outstanding < self.max_batch
 
     def _tell_watchers(self) -> None:
-        for index, i in self.watchers:
-            index.changed(i)
+        for index in self.pool.watchers:
+            index.changed(self.index)

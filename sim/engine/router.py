@@ -17,7 +17,7 @@ the fleet's order, replicas in index order), so runs are deterministic.
 Cost per dispatch does not grow with the replica count: the keyed policies keep, per
 pool, an indexed binary heap of replicas by (key, position) (:class:`_MinIndex`). A
 replica calls :meth:`_MinIndex.changed` whenever its ``outstanding`` or ``queued`` count
-changes (its ``watchers``) and is sifted in place, so a choice is the minimum of one
+changes (its pool's ``watchers``) and is sifted in place, so a choice is the minimum of one
 heap top per eligible pool: O(pools + log replicas) per change, the same replica a
 linear ``min`` over the router's replica list picks (checked against a linear scan by
 ``tests/sim/engine/test_router_index.py``). Within a pool every replica has the same
@@ -115,8 +115,7 @@ class Router:
             index = None
             if key is not None and p.replicas:
                 index = _MinIndex(p.replicas, base, key)
-                for i, replica in enumerate(p.replicas):
-                    replica.watchers.append((index, i))
+                p.watchers.append(index)  # its replicas tell it of changes, by their pool index
             self.indexes.append(index)
             base += len(p.replicas)
         self._keyed = key is not None

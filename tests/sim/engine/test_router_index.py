@@ -104,6 +104,7 @@ class FakePool:
     def __init__(self, index: int, n: int, max_batch: int) -> None:
         self.index = index
         self.replicas = [FakeReplica(self, i, max_batch) for i in range(n)]
+        self.watchers: list = []  # the routers' indexes over this pool, as on an engine Pool
 
     def reject_reason(self, req: FakeReq) -> str:
         return "" if req.ok[self.index] else f"pool{self.index}_too_small"
@@ -122,7 +123,6 @@ class FakeReplica:
         self.max_batch = max_batch
         self.outstanding = 0
         self.queued = 0
-        self.watchers: list = []
         self.listeners: list = []
         self.received: list = []
 
@@ -131,8 +131,8 @@ class FakeReplica:
         return self.outstanding < self.max_batch
 
     def _tell(self) -> None:
-        for index, i in self.watchers:
-            index.changed(i)
+        for index in self.pool.watchers:
+            index.changed(self.index)
 
     def submit(self, req: FakeReq) -> None:
         self.outstanding += 1
