@@ -128,8 +128,12 @@ class SerialExecutor:
     def __exit__(self, *exc) -> None:
         pass
 
+    def launch(self) -> None:
+        """Start the workers if they are not started yet (a local Dask cluster starts in
+        the background; spawned processes start at the first task)."""
+
     def started(self) -> bool:
-        """Whether tasks can be submitted yet (a local Dask cluster starts in the background)."""
+        """Whether tasks can be submitted without waiting for workers to start."""
         return True
 
     def submit(self, fn: Callable, arg: Any) -> cf.Future:
@@ -183,24 +187,22 @@ class ProcessExecutor(SerialExecutor):
 
 class DaskExecutor(SerialExecutor):
     """A Dask ``distributed.Client``: ``local`` starts a ``LocalCluster`` of ``workers``
-    single-threaded processes, in a background thread (:meth:`started` says when it is
-    up; :meth:`submit` waits for it); otherwise ``address`` is an existing scheduler,
-    connected here."""
+    single-threaded processes, in a background thread, at :meth:`launch` or the first
+    :meth:`submit` (:meth:`started` says when it is up); otherwise ``address`` is an
+    existing scheduler, connected here."""
 
     parallel = True
 
     def __init__(self, address: str, workers: int) -> None:
-        from distributed import Client
-
         self.cluster = self.client = None
         self.slots = workers
+        self._local = address == "local"
         self._starting: threading.Thread | None = None
         self._start_error: BaseException | None = None
-        if address == "local":
-            self._starting = threading.Thread(target=self._start_local, args=(workers,), daemon=True,
-                                              name="dcsim-dask-start")
-            self._starting.start()
+        if self._local:  # distributed itself (~0.3 s to import) waits for the launch
             return
+        from distributed import Client
+
         try:
             self.client = Client(address, timeout="20s")
         except (OSError, TimeoutError) as err:
@@ -218,15 +220,22 @@ class DaskExecutor(SerialExecutor):
         except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
             self._start_error = err
 
+    def launch(self) -> None:
+        if self._local and self.client is None and self._starting is None:
+            self._starting = threading.Thread(target=self._start_local, args=(self.slots,), daemon=True,
+                                              name="dcsim-dask-start")
+            self._starting.start()
+
     def started(self) -> bool:
         if self._starting is not None and not self._starting.is_alive():
             self._starting = None
             if self._start_error is not None:
                 raise self._start_error
-        return self._starting is None
+        return self.client is not None
 
     def connected(self):
-        """The client, once the cluster is up (waits for a local one to start)."""
+        """The client, once the cluster is up (starts a local one if need be, and waits)."""
+        self.launch()
         if self._starting is not None:
             self._starting.join()
             self.started()
@@ -465,28 +474,41 @@ def warm_up(_task: WarmUp) -> int:
 
 POLL_S = 0.05
 """How often the sweep's own process looks for returned results while it waits."""
+WORKER_START_S = 2.0
+"""About how long workers take to start and answer (measured on the 2-core development
+machine, 2026-11-24: two spawned processes ~1.3 s, a ``LocalCluster`` of two ~2.1 s)."""
+
+
+def _worth_launching(elapsed_s: float, done_here: int, pending: int) -> bool:
+    """Start the workers once the points still pending would take this process longer
+    than :data:`WORKER_START_S` (at the mean time of the points it ran), or once its
+    first point has run that long (big points)."""
+    if done_here == 0:
+        return elapsed_s > WORKER_START_S
+    return pending * elapsed_s / done_here > WORKER_START_S
 
 
 def _share_points(tasks: list[PointTask], executor, record: Callable[[list[PointOutcome]], None]) -> None:
     """Run ``tasks`` on a parallel ``executor``, this process working too until the
     workers are up.
 
-    Starting workers costs seconds (a Dask ``LocalCluster`` ~3 s, spawned processes ~1 s
-    each, importing numpy, pandas and the simulator), as long as a small sweep takes
-    serially. So a thread of this process runs points one at a time, in order, until a
-    worker has answered its warm-up task (:func:`warm_up`); from then on the remaining
-    points go to the workers in batches (:func:`batches`, at most two per slot in
-    flight), the thread finishes the point it holds, and this process only writes what
-    comes back (all files are written by the calling thread). A sweep whose workers do
-    not come up in time runs entirely here, as a serial one would, so a parallel run is
-    never much slower than a serial one (on a machine with no idle core the workers'
-    start-up still takes CPU from this process). Which process ran a point changes
-    nothing in its outcome.
+    Starting workers costs seconds (:data:`WORKER_START_S`: importing numpy, pandas and
+    the simulator in each), as long as a small sweep takes serially. So a thread of this
+    process runs points one at a time, in order, from the start. The workers are started
+    only when the points still pending would take this process longer than they take to
+    start (:func:`_worth_launching`), so a sweep that short simply runs serially. Once a
+    worker has answered its warm-up task (:func:`warm_up`), the remaining points go to
+    the workers in batches (:func:`batches`, at most two per slot in flight), the thread
+    finishes the point it holds, and this process only writes what comes back (all
+    files are written by the calling thread). A parallel run is so never much slower
+    than a serial one (on a machine with no idle core the workers' start-up still takes
+    CPU from this process). Which process ran a point changes nothing in its outcome.
     """
     pending = deque(tasks)
     size = len(batches(tasks, executor.slots)[0].tasks)
     ran_here: queue.SimpleQueue = queue.SimpleQueue()
     ready = threading.Event()
+    began, done_here, launched = time.monotonic(), 0, False
 
     def work_here() -> None:
         while not ready.is_set():
@@ -503,8 +525,11 @@ def _share_points(tasks: list[PointTask], executor, record: Callable[[list[Point
     while left:
         while not ran_here.empty():
             record([ran_here.get()])
-            left -= 1
-        if warm is None and executor.started():
+            left, done_here = left - 1, done_here + 1
+        if not launched and _worth_launching(time.monotonic() - began, done_here, len(pending)):
+            executor.launch()
+            launched = True
+        if launched and warm is None and executor.started():
             warm = [executor.submit(warm_up, WarmUp(slot)) for slot in range(executor.slots)]
         if not ready.is_set() and warm is not None and any(f.done() for f in warm):
             ready.set()
@@ -518,11 +543,15 @@ def _share_points(tasks: list[PointTask], executor, record: Callable[[list[Point
             if batch:
                 in_flight.add(executor.submit(run_batch, PointBatch(tuple(batch))))
         waiting = in_flight or (set(warm) if warm is not None and not ready.is_set() else set())
+        done = set()
         if waiting:
             done = executor.wait_first(waiting, POLL_S)
-        else:  # only this process is working: look again shortly
-            time.sleep(POLL_S)
-            done = set()
+        else:  # only this process is working: wait for its next point
+            try:
+                record([ran_here.get(timeout=POLL_S)])
+                left, done_here = left - 1, done_here + 1
+            except queue.Empty:
+                pass
         for future in done & in_flight:
             in_flight.discard(future)
             outcomes = future.result()

@@ -66,33 +66,49 @@ class NeverStarts(SerialExecutor):
 
 
 class StartsAtOnce(SerialExecutor):
-    """A parallel executor whose 'workers' (this thread) are up at once: every task
-    submitted runs on submission and is remembered."""
+    """A parallel executor whose 'workers' (this thread) are up as soon as launched:
+    every task submitted runs on submission and is remembered."""
 
     parallel, slots = True, 2
 
     def __init__(self) -> None:
-        self.points = 0
+        self.points = self.launches = 0
+
+    def launch(self) -> None:
+        self.launches += 1
 
     def submit(self, fn, arg):
         self.points += len(getattr(arg, "tasks", ()))
         return super().submit(fn, arg)
 
 
-def test_the_sweep_runs_its_points_itself_while_workers_start(tmp_path, monkeypatch):
-    """Workers that never start: every point runs in the sweep's own process, nothing is
-    submitted, and the tables are the serial ones. Workers up at once: the points go to
-    them (the first may already have been taken here), same tables."""
+def test_the_sweep_runs_its_points_itself_until_workers_are_worth_it(tmp_path, monkeypatch):
+    """A sweep shorter than the workers' start (12 points of ~0.1 s against a start
+    taken as 60 s) launches none and runs serially. Forced to launch (WORKER_START_S =
+    0): workers that never start leave every point to the sweep's own process, nothing
+    submitted; workers up at once get the points (the first may already be running
+    here). The tables are the serial ones every time."""
+    import sim.studies.sweep as sweep
+
     spec = load_sweep(write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [2, 3, 4]}, seeds=2))
-    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: SerialExecutor())
-    run_sweep(spec, tmp_path / "serial")
-    serial = pd.read_csv(tmp_path / "serial" / "runs.csv")
-    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: NeverStarts())
-    run_sweep(spec, tmp_path / "never")
+
+    def run(name, executor):
+        monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: executor)
+        report = run_sweep(spec, tmp_path / name)
+        return report, pd.read_csv(tmp_path / name / "runs.csv")
+
+    _, serial = run("serial", SerialExecutor())
+    monkeypatch.setattr(sweep, "WORKER_START_S", 60.0)
+    short = StartsAtOnce()
+    _, table = run("short", short)
+    assert short.launches == 0 and short.points == 0
+    pd.testing.assert_frame_equal(table, serial)
+    monkeypatch.setattr(sweep, "WORKER_START_S", 0.0)
+    _, table = run("never", NeverStarts())
     assert NeverStarts.submitted == 0
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "never" / "runs.csv"), serial)
+    pd.testing.assert_frame_equal(table, serial)
     at_once = StartsAtOnce()
-    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: at_once)
-    report = run_sweep(spec, tmp_path / "at-once")
+    report, table = run("at-once", at_once)
+    assert at_once.launches == 1
     assert report.total - 2 <= at_once.points <= report.total  # at most the points in flight here before the warm-up
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "at-once" / "runs.csv"), serial)
+    pd.testing.assert_frame_equal(table, serial)
