@@ -35,10 +35,9 @@ class ArrivalChunk(NamedTuple):
 
 
 def concatenate(chunks: Iterator[ArrivalChunk]) -> ArrivalChunk:
-    """All chunks as one (rows None unless the chunks carry rows)."""
+    """All chunks of a process (there is at least one) as one; rows None unless the
+    chunks carry rows."""
     parts = list(chunks)
-    if not parts:
-        return ArrivalChunk(np.empty(0))
     times = np.concatenate([p.times_s for p in parts])
     rows = None if parts[0].rows is None else np.concatenate([p.rows for p in parts])
     return ArrivalChunk(times, rows)
@@ -62,9 +61,9 @@ def piecewise_poisson(rng: np.random.Generator, start_s: np.ndarray, length_s: n
         cuts = np.maximum(np.ceil(expected / ARRIVAL_CHUNK), 1).astype(np.int64)
         piece = np.repeat(np.arange(expected.size), cuts)
         j = np.arange(piece.size) - np.repeat(np.cumsum(cuts) - cuts, cuts)
-        k = cuts[piece]
-        lo = start_s[piece] + length_s[piece] * j / k
-        hi = np.where(j + 1 == k, start_s[piece] + length_s[piece], start_s[piece] + length_s[piece] * (j + 1) / k)
+        k, base, span = cuts[piece], start_s[piece], length_s[piece]
+        lo = base + span * j / k
+        hi = np.where(j + 1 == k, base + span, base + span * (j + 1) / k)  # the last sub-piece ends exactly
         start_s, length_s, rate_per_s = lo, hi - lo, rate_per_s[piece]
         expected = rate_per_s * length_s
     first, held = 0, 0.0
