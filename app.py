@@ -548,6 +548,11 @@ def main() -> None:
     }
     # one view at a time (not st.tabs, which builds and ships every chart on each rerun)
     view = st.segmented_control("view", list(views), default="Overview", key="view", label_visibility="collapsed")
-    views[view or "Overview"]()
+    shown = view or "Overview"
+    views[shown]()
+    # the end of the view, for the browser test: it waits for this marker, as Streamlit's own
+    # status widget shows only after a delay and the previous view stays on screen until then
+    st.markdown(f"<div data-testid='view-shown' data-view='{html.escape(shown)}' style='display:none'></div>",
+                unsafe_allow_html=True)
 
 main()

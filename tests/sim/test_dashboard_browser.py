@@ -129,7 +129,10 @@ def run_and_wait(page) -> float:
 
 def show_view(page, name: str) -> None:
     page.locator("[data-testid=stButtonGroup]").get_by_text(name, exact=True).click()
-    page.wait_for_timeout(300)
+    # the app ends every view with a hidden marker naming it: once it names this view, the
+    # rerun has drawn the whole view (Streamlit's status widget shows only after a delay,
+    # so waiting for it to hide could pass while the previous view was still on screen)
+    page.locator(f"[data-testid=view-shown][data-view='{name}']").wait_for(state="attached", timeout=60_000)
     page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)
     if page.locator(".js-plotly-plot:visible").count():
         page.locator(".js-plotly-plot:visible .main-svg").first.wait_for(timeout=30_000)
