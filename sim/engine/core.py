@@ -190,6 +190,7 @@ def _router(routers: dict, key_pools: list[Pool], w: int, policy: str, run: RunC
     key = (w, tuple(p.index for p in key_pools))
     if key not in routers:
         routers[key] = Router(run, policy, key_pools)
+        run.routers.append(routers[key])
     return routers[key]
 
 
@@ -203,7 +204,7 @@ def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run, catalog=Non
     by_stage = {}
     for stage in STAGES[wl.kind]:
         serving = [p for p in pools if stage in p.stages.get(w, ())]
-        by_stage[STAGE_CODES[stage]] = _router(routers, serving or main, w, fleet_cfg.router, run)
+        by_stage[STAGE_CODES[stage]] = run.routers.index(_router(routers, serving or main, w, fleet_cfg.router, run))
     variants = {c: picture_shape(wl.model_copy(update={"cfg": c}), catalog) for c in (False, True)} if catalog else {}
     return JourneyPlanner(wl, shape, by_stage, variants)
 
@@ -225,6 +226,7 @@ class _ArrivalFeed:
         self.env = run.env
         self.w = w
         self.planner = entry if isinstance(entry, JourneyPlanner) else None
+        self.routers = run.routers
         self.router = None if self.planner else entry
         self.branches = getattr(workload, "best_of_k", 1)
         self.arrived = outcomes.arrived
@@ -283,7 +285,7 @@ class _ArrivalFeed:
                     if self.images is not None:
                         req.images, req.cfg = self.images[i], self.cfg[i]
                     req.journey = self.planner.plan(req)
-                    req.journey[0][0].dispatch(req)
+                    self.routers[req.journey[0][0]].dispatch(req)
                 i += 1
             self.i = i
             if i < n:

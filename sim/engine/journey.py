@@ -21,13 +21,15 @@ class JourneyPlanner:
     Args:
         workload: the workload config (image/video/search kinds).
         shape: its per-sample costs.
-        routers: stage code -> router serving that stage.
+        routers: stage code -> position of the router serving that stage in the run's
+            ``routers`` (legs name routers by position, never hold them: a request holds
+            no engine object, see :class:`sim.engine.run.RunContext`).
         variants: CFG off/on (False/True) -> per-sample costs, for requests that set
             their own ``cfg`` (trace replay); requests with their own steps, images or
             CFG share legs by (steps, images, cfg).
     """
 
-    def __init__(self, workload, shape: PictureShape, routers: dict[int, object],
+    def __init__(self, workload, shape: PictureShape, routers: dict[int, int],
                  variants: dict[bool, PictureShape] | None = None) -> None:
         self.workload = workload
         self.shape = shape
@@ -35,8 +37,9 @@ class JourneyPlanner:
         self.variants = variants or {}
         self._plain: list | None = None  # legs of a request without verifier failures
         self._own: dict[tuple, list] = {}  # (steps, images, cfg) -> legs
+        # a leg: (router position, [phase, ...])
 
-    def plan(self, req: Request) -> list[tuple[object, list]]:
+    def plan(self, req: Request) -> list[tuple[int, list]]:
         if (req.steps or req.images != 1 or req.cfg >= 0) and not req.draws:
             key = (req.steps, req.images, req.cfg)
             if key not in self._own:
@@ -50,11 +53,11 @@ class JourneyPlanner:
             self._plain = legs
         return legs
 
-    def _legs(self, phases: list[tuple]) -> list[tuple[object, list]]:
-        legs: list[tuple[object, list]] = []
+    def _legs(self, phases: list[tuple]) -> list[tuple[int, list]]:
+        legs: list[tuple[int, list]] = []
         for phase in phases:
             router = self.routers[phase[STAGE]]
-            if legs and legs[-1][0] is router:
+            if legs and legs[-1][0] == router:
                 legs[-1][1].append(phase)
             else:
                 legs.append((router, [phase]))
@@ -74,7 +77,8 @@ class Handoffs:
         if req.journey is None or req.leg >= len(req.journey):
             self._complete(req)
             return
-        router, phases = req.journey[req.leg]
+        position, phases = req.journey[req.leg]
+        router = self.run.routers[position]
         width = max(p[1] for p in phases)
         delay = transfer_s(pool, router.pools[0], self.latent_bytes.get(req.workload, 0.0) * width)
         req.handoffs += 1

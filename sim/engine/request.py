@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import math
 
+try:
+    import cython
+except ImportError:  # installed without Cython: the engine runs from this source
+    from sim.engine._no_cython import cython
+
+
 PENDING, COMPLETED, REJECTED = 0, 1, 2
 STATUS_NAMES = {PENDING: "in_flight", COMPLETED: "completed", REJECTED: "rejected"}
 
 NAN = math.nan
 
 
+@cython.no_gc
+@cython.cclass
 class Request:
     """A request and its outcome. Times are absolute simulated instants in seconds.
 
@@ -25,7 +33,15 @@ class Request:
     """
 
     # slots, not a __dict__; compiled (Cython, see ``request.pxd``) the fields are typed
-    # C members: Py_ssize_t for the int fields, C double for the float ones
+    # C members: Py_ssize_t for the int fields, C double for the float ones.
+    #
+    # Compiled, a request is not tracked by the cyclic garbage collector (``no_gc``; the
+    # ``cclass`` decorator only lets Cython accept it): its object fields hold plain data
+    # (strings, tuples of numbers, phase tuples, journeys of router positions), never an
+    # engine object, so it can be in no reference cycle. Tracked, every request cost an
+    # unlink from the collector's list when freed and a visit by each young collection
+    # while in flight: at 4,096 replicas (~24,000 requests in flight) ~14 of the ~85 cache
+    # misses per request that 16 replicas do not have (cachegrind, 4 MB last level).
     __slots__ = (
         "id", "workload", "arrival_at_s", "prompt_tokens", "output_tokens", "steps", "service_s", "images", "cfg",
         "status", "reason", "pool", "replica", "admitted_at_s", "first_token_at_s", "done_at_s", "preemptions",

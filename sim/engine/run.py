@@ -34,8 +34,11 @@ class PoolStats:
 
 class RunContext:
     """Owns one run: ``env``, ``exact`` mode flag, the measurement window, a counter of
-    requests not yet finished (to stop draining early) and ``outcomes``, which records
-    each request when it finishes (:class:`sim.engine.outcomes.Outcomes`; None: not kept)."""
+    requests not yet finished (to stop draining early), ``outcomes``, which records
+    each request when it finishes (:class:`sim.engine.outcomes.Outcomes`; None: not kept),
+    and ``routers``, the run's routers by position: a request's journey names its legs'
+    routers by position in this list, so a request never refers to an engine object
+    (:class:`sim.engine.request.Request` is not tracked by the cyclic garbage collector)."""
 
     def __init__(self, window_start_s: float, window_end_s: float, exact: bool) -> None:
         self.env = simpy.Environment()
@@ -46,6 +49,7 @@ class RunContext:
         self.arrivals_done = False
         self.drained = self.env.event()
         self.outcomes = None
+        self.routers: list = []
 
     def request_finished(self, req) -> None:
         """``req`` completed or was rejected: its outcome is final."""
