@@ -1,5 +1,6 @@
 # C types for replica_ar.py when compiled (see setup.py); the logic is in replica_ar.py.
 cimport cython
+from sim.engine.completion_heap cimport CompletionHeap
 from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
 from sim.engine.timer cimport TimerDriven
@@ -7,14 +8,17 @@ from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, heap, listeners, perf, pool, residues, run, seq, waiting
+    cdef public object _admitted, listeners, perf, pool, run, waiting
+    cdef public CompletionHeap heap
+    cdef long long[:] residues
     cdef public DecodeLine _seg_line
     cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
-    cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, outstanding, sum_offsets, watermark_blocks
+    cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
     cdef public bint _busy, _cuttable, _inflight
 
+    @cython.locals(residues='long long[:]', b=Py_ssize_t, rho=Py_ssize_t, n=cython.longlong, pad=cython.longlong)
     cpdef Py_ssize_t blocks_used(self, Py_ssize_t counter)
     cpdef double kv_bytes_estimate(self, Py_ssize_t counter)
     cpdef _kv_sync(self)

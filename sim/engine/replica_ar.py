@@ -44,20 +44,17 @@ so a cut costs one event and no generator ``throw``.
 
 from __future__ import annotations
 
-import heapq
 import math
+from array import array
 from collections import deque
-from itertools import count
 
 from sim.models.perf import (
     decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
+from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
-
-NO_COMPLETION = 1 << 62
-"""``ARReplica._next_done`` with no sequence running (above any iteration counter)."""
 
 
 class ARReplica(TimerDriven):
@@ -77,7 +74,7 @@ class ARReplica(TimerDriven):
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start",
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
-        "residues", "run", "seq", "sum_offsets", "waiting", "watermark_blocks"
+        "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -95,23 +92,23 @@ class ARReplica(TimerDriven):
         self._kv_half_cap = 2 * self.cap_blocks * self.block
         self._kv_half = 0  # this replica's part of pool.kv_half_tokens_total
         self.waiting: deque[Request] = deque()
-        self.heap: list[tuple[int, int, Request]] = []
+        self.heap = CompletionHeap()  # running sequences by (completion counter, seq)
         self.outstanding = 0  # queued + running; a plain counter so routers can min() fast
         self.n_running = 0
         self.iters = 0
         self.sum_offsets = 0
-        self.residues = [0] * self.block
+        self.residues = array("q", [0]) * self.block  # running sequences by kv_offset mod block
         self._blocks_counter = -1  # blocks_used's cache: the state it was computed for, and the value
         self._blocks_version = -1
         self._blocks_value = 0
-        # heap[0][0] kept as a plain number (NO_COMPLETION: empty), so a boundary tests it
-        # without reading the heap's list, tuple and int: at thousands of replicas a
-        # replica's objects are out of cache each time its timer fires
+        # heap.next_done() kept as a plain number (NO_COMPLETION: empty), so a boundary
+        # tests it without reading the heap: at thousands of replicas a replica's objects
+        # are out of cache each time its timer fires
         self._next_done = NO_COMPLETION
         self._stale = 0  # heap entries of preempted runs (run_seq no longer matches)
         self._version = 0
         self.acc = 0.0
-        self.seq = count()
+        self.next_seq = 0  # of the next sequence admitted
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self._busy = False
         self._cuttable = False
@@ -148,7 +145,9 @@ class ARReplica(TimerDriven):
             return self._blocks_value
         b = self.block
         pad = 0
-        for rho, n in enumerate(self.residues):
+        residues = self.residues
+        for rho in range(b):
+            n = residues[rho]
             if n:
                 pad += n * ((-(rho + counter)) % b)
         value = (self.sum_offsets + self.n_running * counter + pad) // b
@@ -198,7 +197,8 @@ class ARReplica(TimerDriven):
     def _add_running(self, req: Request, tokens_now: int) -> None:
         """Start ``req``'s sequences (``req.branches`` of them for best-of-k, each with its
         own copy of the prompt's KV cache)."""
-        seq = next(self.seq)
+        seq = self.next_seq
+        self.next_seq += 1
         w = req.branches
         req.run_seq = seq
         req.kv_offset = tokens_now - self.iters
@@ -209,8 +209,8 @@ class ARReplica(TimerDriven):
         self.pool.running_total += w
         self._version += 1
         heap = self.heap
-        heapq.heappush(heap, (self.iters + req.output_tokens - req.generated, seq, req))
-        self._next_done = heap[0][0]
+        heap.push(self.iters + req.output_tokens - req.generated, seq, req)
+        self._next_done = heap.next_done()
 
     def _remove_running(self, req: Request) -> None:
         w = req.branches
@@ -263,8 +263,9 @@ class ARReplica(TimerDriven):
 
     def _finish_completed(self) -> None:
         heap, now, freed = self.heap, self.env.now, False
-        while heap and heap[0][0] <= self.iters:
-            _, seq, req = heapq.heappop(heap)
+        while heap.size and heap.next_done() <= self.iters:
+            seq = heap.first_seq()
+            req = heap.pop()
             if req.run_seq != seq:
                 self._stale -= 1
                 continue
@@ -276,7 +277,7 @@ class ARReplica(TimerDriven):
             self.pool.outstanding_total -= 1
             freed = True
             self.run.request_finished(req)
-        self._next_done = heap[0][0] if heap else NO_COMPLETION
+        self._next_done = heap.next_done()
         if freed:
             for index in self.pool.watchers:  # _tell_watchers, inlined (once per completion)
                 index.changed(self.index)
@@ -297,7 +298,7 @@ class ARReplica(TimerDriven):
             return False
         if self.blocks_used(self.iters) <= self.cap_blocks:
             return False
-        running = sorted([(seq, req) for _, seq, req in self.heap if req.run_seq == seq])  # seqs are unique
+        running = sorted([(seq, req) for seq, req in self.heap.entries() if req.run_seq == seq])  # seqs are unique
         while len(running) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
             seq, victim = running.pop()
             victim.generated += self.iters - victim.start_iter
@@ -371,10 +372,10 @@ class ARReplica(TimerDriven):
             t_mixed = self._mixed_cost(admitted)
         after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
         if self._stale:
-            while heap[0][1] != heap[0][2].run_seq:
-                heapq.heappop(heap)
+            while heap.first_seq() != heap.first().run_seq:
+                heap.pop()
                 self._stale -= 1
-            self._next_done = heap[0][0]
+            self._next_done = heap.next_done()
         b = self.n_running
         if admitted or self._seg_version != self._version:  # the batch changed: new segment
             self._anchor = anchor = now + t_mixed
