@@ -39,9 +39,10 @@ class Request:
     # ``cclass`` decorator only lets Cython accept it): its object fields hold plain data
     # (strings, tuples of numbers, phase tuples, journeys of router positions), never an
     # engine object, so it can be in no reference cycle. Tracked, every request cost an
-    # unlink from the collector's list when freed and a visit by each young collection
-    # while in flight: at 4,096 replicas (~24,000 requests in flight) ~14 of the ~85 cache
-    # misses per request that 16 replicas do not have (cachegrind, 4 MB last level).
+    # unlink from the collector's list when freed (touching its neighbours in that list,
+    # cold at thousands of replicas) and a visit by the young collection after the chunk
+    # of the event loop it arrived in, if still in flight
+    # (``tests/sim/engine/test_run_frees_its_engine.py`` checks a run leaks nothing).
     __slots__ = (
         "id", "workload", "arrival_at_s", "prompt_tokens", "output_tokens", "steps", "service_s", "images", "cfg",
         "status", "reason", "pool", "replica", "admitted_at_s", "first_token_at_s", "done_at_s", "preemptions",
