@@ -29,10 +29,9 @@ memory, so HBM never overflows.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
-from itertools import count
 
+from sim.engine.completion_heap import CompletionHeap
 from sim.engine.request import Request, RouterFacing
 from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, STAGE, STEPS, TOKENS, VERIFY, WIDTH
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
@@ -61,7 +60,7 @@ class StepReplica(TimerDriven):
         self.free_bytes = pool.free_bytes
         self.waiting: deque[Request] = deque()
         self.blocked: deque[Request] = deque()
-        self.heap: list[tuple[int, int, Request]] = []
+        self.heap = CompletionHeap()  # running phases by (step counter at their end, seq)
         self.outstanding = 0
         self.members = 0
         self.width = 0
@@ -73,7 +72,7 @@ class StepReplica(TimerDriven):
         self.reserved = 0.0
         self.steps_done = 0
         self.acc = 0.0
-        self.seq = count()
+        self.seq = 0  # of the next phase started
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self._busy = False
         self._cuttable = False
@@ -131,9 +130,10 @@ class StepReplica(TimerDriven):
         pool.running_total += w
         pool.reserved_total_bytes += w * ph[ACT]
         req.acc_mark = self.acc
-        seq = next(self.seq)
+        seq = self.seq
+        self.seq += 1
         req.run_seq = seq
-        heapq.heappush(self.heap, (self.steps_done + ph[STEPS], seq, req))
+        self.heap.push(self.steps_done + ph[STEPS], seq, req)
 
     def _leave_phase(self, req: Request) -> None:
         self._version += 1
@@ -162,8 +162,8 @@ class StepReplica(TimerDriven):
 
     def _advance_phases(self) -> None:
         heap, now = self.heap, self.env.now
-        while heap and heap[0][0] <= self.steps_done:
-            _, _, req = heapq.heappop(heap)
+        while heap.size and heap.next_done() <= self.steps_done:
+            req = heap.pop()
             self._leave_phase(req)
             if req.phases[req.phase][FIRST_OUTPUT] and req.first_token_at_s != req.first_token_at_s:
                 req.first_token_at_s = now
@@ -233,7 +233,7 @@ class StepReplica(TimerDriven):
             self._seg_steps = self.steps_done
             self._seg_version = self._version
         self._j0 = self.steps_done - self._seg_steps
-        self._steps = 1 if self.run.exact else self.heap[0][0] - self.steps_done
+        self._steps = 1 if self.run.exact else self.heap.next_done() - self.steps_done
         self._start = now
         self._cuttable = not self.run.exact
         self._start_timer_at(self._anchor + (self._j0 + self._steps) * self._step_s)
