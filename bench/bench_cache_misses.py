@@ -57,6 +57,9 @@ def totals(path: Path) -> dict[str, int]:
 
 
 def cachegrind(replicas: int, repeats: int, args, out: Path) -> tuple[int, dict[str, int]]:
+    """Simulate the scenario at ``replicas`` replicas ``repeats`` times in one process under
+    cachegrind; (requests per run, totals of every cachegrind event over the process).
+    Raises CalledProcessError if valgrind or the run fails."""
     code = CHILD.format(bench=str(HERE), replicas=replicas, router=args.router, rate=args.per_replica_rate,
                         requests=args.requests, repeats=repeats)
     result = subprocess.run(

@@ -56,11 +56,11 @@ class JourneyPlanner:
     def _legs(self, phases: list[tuple]) -> list[tuple[int, list]]:
         legs: list[tuple[int, list]] = []
         for phase in phases:
-            router = self.routers[phase[STAGE]]
-            if legs and legs[-1][0] == router:
+            position = self.routers[phase[STAGE]]
+            if legs and legs[-1][0] == position:
                 legs[-1][1].append(phase)
             else:
-                legs.append((router, [phase]))
+                legs.append((position, [phase]))
         return legs
 
 

@@ -158,7 +158,7 @@ class Outcomes:
     def _grow(self) -> None:
         """Batch buffers for twice the rows (new buffers: the compiled build holds typed
         views of them)."""
-        capacity = min(max(1024, 2 * self._capacity), max(CHUNK_ROWS, 1))
+        capacity = min(max(1024, 2 * self._capacity), CHUNK_ROWS)
         ints, floats = array("q", [0]) * (capacity * _N_INT), array("d", [0.0]) * (capacity * _N_FLOAT)
         ints[: self._n * _N_INT] = self._int_buffer[: self._n * _N_INT]
         floats[: self._n * _N_FLOAT] = self._float_buffer[: self._n * _N_FLOAT]

@@ -263,7 +263,7 @@ class ARReplica(TimerDriven):
 
     def _finish_completed(self) -> None:
         heap, now, freed = self.heap, self.env.now, False
-        while heap.size and heap.next_done() <= self.iters:
+        while heap.next_done() <= self.iters:  # NO_COMPLETION when empty
             seq = heap.first_seq()
             req = heap.pop()
             if req.run_seq != seq:

@@ -45,7 +45,7 @@ class StepReplica(TimerDriven):
         "_anchor", "_busy", "_cuttable", "_j0", "_clock", "_slot", "_seg_steps",
         "_seg_version", "_start", "_step_bytes", "_step_s", "_steps", "_version", "acc", "blocked",
         "env", "flops", "free_bytes", "heap", "index", "kernels", "listeners", "max_batch", "members",
-        "outstanding", "perf", "pool", "reserved", "run", "seq", "stage_perfs", "steps_done", "waiting",
+        "outstanding", "perf", "pool", "reserved", "run", "next_seq", "stage_perfs", "steps_done", "waiting",
         "width"
     )
 
@@ -72,7 +72,7 @@ class StepReplica(TimerDriven):
         self.reserved = 0.0
         self.steps_done = 0
         self.acc = 0.0
-        self.seq = 0  # of the next phase started
+        self.next_seq = 0  # of the next phase started
         self.listeners: list = []  # central-queue routers, pulled when a slot frees
         self._busy = False
         self._cuttable = False
@@ -130,8 +130,8 @@ class StepReplica(TimerDriven):
         pool.running_total += w
         pool.reserved_total_bytes += w * ph[ACT]
         req.acc_mark = self.acc
-        seq = self.seq
-        self.seq += 1
+        seq = self.next_seq
+        self.next_seq += 1
         req.run_seq = seq
         self.heap.push(self.steps_done + ph[STEPS], seq, req)
 
@@ -162,7 +162,7 @@ class StepReplica(TimerDriven):
 
     def _advance_phases(self) -> None:
         heap, now = self.heap, self.env.now
-        while heap.size and heap.next_done() <= self.steps_done:
+        while heap.next_done() <= self.steps_done:  # NO_COMPLETION when empty
             req = heap.pop()
             self._leave_phase(req)
             if req.phases[req.phase][FIRST_OUTPUT] and req.first_token_at_s != req.first_token_at_s:

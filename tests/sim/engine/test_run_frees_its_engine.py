@@ -16,7 +16,7 @@ from sim.engine.core import simulate
 from sim.engine.replica_ar import ARReplica
 from sim.engine.replica_step import StepReplica
 from sim.engine.router import Router
-from sim.scenario import load_scenario
+from sim.scenario import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -33,8 +33,6 @@ def test_a_run_cut_short_with_journeys_in_flight_frees_its_routers_and_replicas(
     data = scenario.model_dump(mode="json")
     data.update(duration_s=120, warmup_s=0, drain_s=1)
     data["workloads"]["search"]["arrival"]["rate_per_s"] = 2.0
-    from sim.scenario import parse_scenario
-
     scenario = parse_scenario(data, "cut-short")
     before = _engine_objects()
     run = simulate(scenario, "split-tpu")
