@@ -53,7 +53,8 @@ def test_tp_must_divide_attention_heads():
     acc = CAT.accelerator("gb200")  # 72-GPU NVL72 domain
     with pytest.raises(UserError, match="tp=343 but TP must fit one scale-up domain of 72"):
         PerfModel(acc, model, "fp8", tp=343)
-    with pytest.raises(UserError, match="does not divide the model's 64 attention heads.*Use tp in: 1, 2, 4, 8, 16, 32, 64"):
+    heads_and_allowed = "does not divide the model's 64 attention heads.*Use tp in: 1, 2, 4, 8, 16, 32, 64"
+    with pytest.raises(UserError, match=heads_and_allowed):
         PerfModel(acc, model, "fp8", tp=72)
     PerfModel(acc, model, "fp8", tp=64)  # inside a 72-GPU NVL72 domain
 
