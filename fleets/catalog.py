@@ -4,11 +4,18 @@ The CSV files keep human units (TFLOP/s, GB, TB/s, GB/s, us, kW) so that each ro
 checked against its source by eye; :func:`fleets.catalog_io.load_catalog` reads them and converts them to SI (FLOP/s,
 bytes, bytes/s, s, W) in one place.  Every row carries its sources and a status (one of
 :data:`STATUS_WORDS`); see the ``*_source`` columns for the origin of each number.
+
+The records are plain data. A method or property of a record reads that record's own
+fields only, plus at most a precision name (bytes per parameter, the peak at a precision)
+or the reference-shape scaling its row documents (:meth:`Model.flops_per_step_at`): facts
+of the part or the model themselves. Nothing here takes a layout (tp, pp, ep), a group of
+chips or a message size: the layout rules, the sharding of weights and KV cache and the
+cost of collectives are :mod:`sim.models.parallelism`'s, costs are
+:mod:`sim.models.economics`'s.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -77,12 +84,15 @@ class Accelerator:
     Bandwidths are per accelerator per direction.  ``node_overhead_w`` is the non-accelerator
     power of one node at full load; ``server_cost_usd_per_node`` is the non-accelerator
     server cost, to be added only when ``price_includes_server`` is false (see
-    :meth:`node_capex_usd`).  ``compute_efficiency`` / ``bandwidth_efficiency`` are the
-    achievable fractions of peak (eta_c, eta_m) and ``iteration_overhead_s`` the fixed
-    time of every iteration, all fitted or transferred by ``dcsim validate``
-    (``efficiency_status``: calibrated / transferred / spec-only); ``efficiency_band_pct``
-    is the ± uncertainty (%) of a transferred row from the leave-one-accelerator-out
-    residuals (None for a calibrated row).  Sources: the ``*_source`` fields.
+    :func:`sim.models.economics.pool_costs`).  The scale-up fields (bandwidth, latency α0,
+    latency per doubling of the group α1, bus efficiency η_bus) and the scale-out ones feed
+    the collective costs of :mod:`sim.models.parallelism`.  ``compute_efficiency`` /
+    ``bandwidth_efficiency`` are the achievable fractions of peak (eta_c, eta_m) and
+    ``iteration_overhead_s`` the fixed time of every iteration, all fitted or transferred
+    by ``dcsim validate`` (``efficiency_status``: calibrated / transferred / spec-only);
+    ``efficiency_band_pct`` is the ± uncertainty (%) of a transferred row from the
+    leave-one-accelerator-out residuals (None for a calibrated row).  Sources: the
+    ``*_source`` fields.
     """
 
     key: str
@@ -126,24 +136,6 @@ class Accelerator:
     efficiency_source: str
     assumptions: str
 
-    def allreduce_time_s(self, message_bytes: float, group: int) -> float:
-        """Time of one all-reduce of ``message_bytes`` over ``group`` chips of one scale-up
-        domain, s: ``α0 + α1·log2(n) + 2(n−1)/n · bytes / (η_bus · BW)`` (ring bandwidth
-        term, latency growing with the tree depth); 0 for a group of one.  Fitted to Vidur's
-        H100 NVLink measurements (``network_source``)."""
-        if group <= 1:
-            return 0.0
-        return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
-                + 2.0 * (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
-
-    def allgather_time_s(self, message_bytes: float, group: int) -> float:
-        """Time of one all-gather whose result is ``message_bytes`` over ``group`` chips, s:
-        half an all-reduce's bandwidth term ((n−1)/n · bytes / bus BW) and the same latency."""
-        if group <= 1:
-            return 0.0
-        return (self.scaleup_latency_s + self.scaleup_latency_log2_s * math.log2(group)
-                + (group - 1) / group * message_bytes / (self.scaleup_bus_efficiency * self.scaleup_bw_bytes_per_s))
-
     @property
     def precisions(self) -> tuple[str, ...]:
         """Precisions this part has a published dense peak for (math runs only at these)."""
@@ -169,11 +161,6 @@ class Accelerator:
     def node_power_w(self) -> float:
         """Power of one full node at full load: accelerators x TDP + node overhead (W)."""
         return self.accelerators_per_node * self.tdp_w + self.node_overhead_w
-
-    def node_capex_usd(self) -> float:
-        """Purchase cost of one node: accelerators plus server when not in the price (USD)."""
-        server_usd = 0.0 if self.price_includes_server else self.server_cost_usd_per_node
-        return self.accelerators_per_node * self.price_usd + server_usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,18 +259,6 @@ class Model:
             return float(self.layers * self.kv_values_per_token_layer * BYTES_PER_PARAM[precision])
         return 2.0 * self.layers * self.kv_heads * self.head_dim * BYTES_PER_PARAM[precision]
 
-    def kv_replication(self, tp: int) -> float:
-        """KV-cache copies per token across a TP group: tp / kv_heads when tp > kv_heads
-        (each shard needs the KV head its query heads use), else 1."""
-        kv_heads = self.kv_heads or 0
-        return tp / kv_heads if kv_heads and tp > kv_heads else 1.0
-
-    def stored_kv_bytes_per_token(self, kv_precision: str, tp: int) -> float:
-        """KV-cache bytes one token takes across a TP group of ``tp``: :meth:`kv_bytes_per_token`
-        at ``kv_precision`` x :meth:`kv_replication`. What the engine allocates and what
-        placement checks ``min_kv_tokens`` against."""
-        return self.kv_bytes_per_token(kv_precision) * self.kv_replication(tp)
-
     @property
     def is_moe(self) -> bool:
         """True for a mixture-of-experts model (more than one expert)."""
@@ -302,24 +277,6 @@ class Model:
         if not self.is_moe:
             return 0
         return self.moe_layers or self.layers or 0
-
-    def replica_weight_bytes(self, precision: str, tp: int = 1, ep: int = 1) -> float:
-        """Weight bytes held by one replica. With expert parallelism (ep > 1) the routed
-        experts are stored once, sharded over the ``ep`` accelerators, and the shared part
-        (attention, dense layers, shared expert, embeddings) once per data-parallel
-        attention group of ``tp`` accelerators (ep / tp groups); else all weights once."""
-        if ep <= 1 or not self.is_moe:
-            return self.weight_bytes(precision)
-        per_param = BYTES_PER_PARAM[check_precision(precision, f"model '{self.key}'")]
-        return ((ep // tp) * self.shared_params + self.n_experts * self.expert_params) * per_param
-
-    def weight_bytes_per_accelerator(self, precision: str, tp: int = 1, ep: int = 1) -> float:
-        """Weight bytes on each accelerator of a ``tp`` (x ``ep``) group: shared / tp +
-        experts / ep with expert parallelism, all weights / tp without."""
-        if ep <= 1 or not self.is_moe:
-            return self.weight_bytes(precision) / tp
-        per_param = BYTES_PER_PARAM[check_precision(precision, f"model '{self.key}'")]
-        return (self.shared_params / tp + self.n_experts * self.expert_params / ep) * per_param
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,13 +344,6 @@ def perf_band(accelerators: dict, keys) -> tuple[float, list[str]] | None:
     keys = list(dict.fromkeys(keys))
     moved = [k for k in keys if _lookup(accelerators, k, "accelerator", "").efficiency_band_pct is not None]
     return (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None
-
-
-def stage_accelerators(tp: int, ep: int = 1) -> int:
-    """Accelerators per pipeline stage of a replica: its expert-parallel group of ``ep``
-    (a multiple of tp, so attention runs TP-tp in ep / tp groups) when ep > 1, else its
-    tensor-parallel group of ``tp``. A replica holds this × pp accelerators."""
-    return ep if ep > 1 else tp
 
 
 def _lookup(items: dict, key: str, what: str, where: str):

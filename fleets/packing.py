@@ -26,8 +26,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from fleets.catalog import Accelerator, stage_accelerators
+from fleets.catalog import Accelerator
 from fleets.placement import PoolLayout
+from sim.models.parallelism import stage_accelerators
 
 
 @dataclass(frozen=True, slots=True)

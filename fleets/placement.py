@@ -2,10 +2,13 @@
 
 A pool is ``replicas`` copies of one model on one accelerator type, each replica spread
 over ``tp`` (tensor parallel, inside one scale-up domain) x ``pp`` (pipeline stages)
-accelerators.  :func:`place_pool` returns a :class:`PoolLayout` with node, rack and power
-counts for the pool on its own, or raises :class:`~sim.errors.PlacementError` explaining
-what to change.  A fleet's pools are then packed together into shared nodes and racks by
-:func:`fleets.packing.pack_fleet`; costs and power follow the packed layout.
+accelerators (``ep`` per stage under expert parallelism).  The layout rules and the bytes
+each replica holds are :mod:`sim.models.parallelism`'s; this module applies them to a
+pool and adds the memory, node, rack and power checks.  :func:`place_pool` returns a
+:class:`PoolLayout` with node, rack and power counts for the pool on its own, or raises
+:class:`~sim.errors.PlacementError` explaining what to change.  A fleet's pools are then
+packed together into shared nodes and racks by :func:`fleets.packing.pack_fleet`; costs
+and power follow the packed layout.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import math
 from dataclasses import dataclass
 
 from sim.errors import PlacementError
-from fleets.catalog import (
-    PRECISIONS, Accelerator, Model, default_attention_precision, default_kv_precision, stage_accelerators,
+from fleets.catalog import PRECISIONS, Accelerator, Model, default_attention_precision, default_kv_precision
+from sim.models.parallelism import (
+    LayoutError, check_degree, check_ep, check_pp, check_tp, replica_weight_bytes, stage_accelerators,
+    stored_kv_bytes_per_token,
 )
 
 GB = 1e9
@@ -53,11 +58,18 @@ def _fail(where: str, model: Model, acc: Accelerator, problem: str, fix: str) ->
                          f"accelerator '{acc.key}' ({acc.name}): {problem}. {fix}")
 
 
+def _apply(rule, where, model, acc, *args) -> None:
+    """Run a :mod:`sim.models.parallelism` rule; its LayoutError becomes a PlacementError
+    naming the pool, the model and the accelerator."""
+    try:
+        rule(*args)
+    except LayoutError as err:
+        _fail(where, model, acc, err.problem, err.fix)
+
+
 def _check_counts(tp, pp, replicas, memory_utilization, precision, model, acc, where):
     for label, value in (("tp", tp), ("pp", pp), ("replicas", replicas)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            _fail(where, model, acc, f"{label}={value!r} is not allowed",
-                  f"Use an integer {label} >= 1.")
+        _apply(check_degree, where, model, acc, label, value)
     if not 0 < memory_utilization <= 1:
         _fail(where, model, acc, f"memory_utilization={memory_utilization!r} is not allowed",
               "Use a fraction in (0, 1], e.g. 0.9.")
@@ -75,46 +87,12 @@ def _check_precisions(precisions: dict[str, str], model, acc, where):
                   f"Set {field} to one of: {', '.join(acc.precisions)}.")
 
 
-def _check_parallelism(tp, pp, model, acc, where):
-    if tp > acc.scaleup_domain_size:
-        _fail(where, model, acc,
-              f"tp={tp} but TP must fit one scale-up domain of "
-              f"{acc.scaleup_domain_size} accelerators",
-              f"Lower tp to at most {acc.scaleup_domain_size} and raise pp to spread the "
-              "model over more domains, or pick an accelerator with a larger domain.")
-    heads = model.heads or 0
-    if tp > 1 and heads and model.kind in ("autoregressive", "diffusion_lm") and heads % tp:
-        allowed = [d for d in range(1, heads + 1) if heads % d == 0 and d <= acc.scaleup_domain_size]
-        _fail(where, model, acc, f"tp={tp} does not divide the model's {heads} attention heads "
-              "(each TP shard runs whole heads)", f"Use tp in: {', '.join(map(str, allowed))}.")
-    if model.layers and pp > model.layers:
-        _fail(where, model, acc, f"pp={pp} exceeds the model's {model.layers} layers",
-              f"Use pp <= {model.layers}.")
-
-
-def _check_expert_parallel(ep, tp, model, acc, where):
-    """ep = 1, or an expert-parallel group inside one scale-up domain whose size divides the
-    routed experts and is a multiple of tp (attention runs TP-tp in ep/tp groups)."""
-    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
-        _fail(where, model, acc, f"ep={ep!r} is not allowed", "Use an integer ep >= 1.")
-    if ep == 1:
-        return
-    if not model.is_moe:
-        _fail(where, model, acc, f"ep={ep} but the model is dense (no routed experts)",
-              "Use ep: 1 (expert parallelism shards experts; there are none).")
-    domain = acc.scaleup_domain_size
-    allowed = [d for d in range(2, min(model.n_experts, domain) + 1)
-               if model.n_experts % d == 0 and d % tp == 0]
-    fix = (f"Allowed ep with tp={tp} on this part: {', '.join(map(str, allowed))}" if allowed
-           else f"No ep > 1 fits tp={tp} on this part; use ep: 1") + "."
-    if ep > domain:
-        _fail(where, model, acc, f"ep={ep} but an expert-parallel group must fit one scale-up domain of "
-              f"{domain} accelerators (its all-to-all runs on the scale-up link)", fix)
-    if model.n_experts % ep:
-        _fail(where, model, acc, f"ep={ep} does not divide the model's {model.n_experts} routed experts", fix)
-    if ep % tp:
-        _fail(where, model, acc, f"ep={ep} is not a multiple of tp={tp} (attention runs in ep/tp "
-              "data-parallel groups of tp accelerators)", fix)
+def _check_layout(tp, pp, ep, model, acc, where):
+    """The TP, PP and EP rules (:func:`sim.models.parallelism.check_tp`, ``check_pp``,
+    ``check_ep``), in that order."""
+    _apply(check_tp, where, model, acc, tp, model, acc)
+    _apply(check_pp, where, model, acc, pp, model)
+    _apply(check_ep, where, model, acc, ep, tp, model, acc)
 
 
 def _check_memory(need: dict, have_bytes, tp, pp, precision, memory_utilization,
@@ -183,9 +161,10 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
     Checks: tp, pp, replicas >= 1; memory_utilization in (0, 1]; precision in PRECISIONS;
     the weights', KV cache's and attention math's precisions (defaults:
     :func:`fleets.catalog.default_kv_precision`, :func:`default_attention_precision`) each
-    with a published peak on the part; tp <= scaleup_domain_size and dividing the
-    attention heads; pp <= model layers; weights + min_kv_tokens x the KV bytes a token
-    takes across the TP group (:meth:`Model.stored_kv_bytes_per_token`, as the engine
+    with a published peak on the part; the layout rules of :mod:`sim.models.parallelism`
+    (tp <= scaleup_domain_size and dividing the attention heads; pp <= model layers; ep
+    below); weights + min_kv_tokens x the KV bytes a token takes across the TP group
+    (:func:`sim.models.parallelism.stored_kv_bytes_per_token`, as the engine
     allocates) + min_activation_bytes <= tp x pp x memory_bytes x
     memory_utilization; one node and ``nodes_per_rack`` nodes fit the rack power budget
     (default: the accelerator's ``rack_power_budget_w``; default nodes_per_rack = as many
@@ -196,7 +175,7 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
     ``ep`` accelerators in one scale-up domain; ep must divide the routed experts and be a
     multiple of tp. Weights per replica: the experts once (n_experts / ep per accelerator)
     plus the shared part once per ep / tp attention group
-    (:meth:`fleets.catalog.Model.replica_weight_bytes`).
+    (:func:`sim.models.parallelism.replica_weight_bytes`).
     """
     acc = accelerator
     where = where or f"pool '{name}'"
@@ -205,13 +184,12 @@ def place_pool(*, name: str, accelerator: Accelerator, model: Model, precision: 
     _check_precisions({"precision": precision, "kv_precision": kv_precision,
                        "attention_precision": attention_precision or default_attention_precision(kv_precision)},
                       model, acc, where)
-    _check_parallelism(tp, pp, model, acc, where)
-    _check_expert_parallel(ep, tp, model, acc, where)
+    _check_layout(tp, pp, ep, model, acc, where)
     group = stage_accelerators(tp, ep)
-    weight_bytes = model.replica_weight_bytes(precision, tp, ep)
+    weight_bytes = replica_weight_bytes(model, precision, tp, ep)
     memory_bytes = group * pp * acc.memory_bytes * memory_utilization
     need = {"weights": weight_bytes,
-            f"KV for {min_kv_tokens} tokens": min_kv_tokens * model.stored_kv_bytes_per_token(kv_precision, tp),
+            f"KV for {min_kv_tokens} tokens": min_kv_tokens * stored_kv_bytes_per_token(model, kv_precision, tp),
             "activations": float(min_activation_bytes)}
     _check_memory(need, memory_bytes, group, pp, precision, memory_utilization, model, acc, where)
     budget_w = acc.rack_power_budget_w if rack_power_budget_w is None else rack_power_budget_w

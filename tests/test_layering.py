@@ -1,7 +1,12 @@
 """The house rules of ``sim/``, read from the source with ``ast``: imports run downward
-only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
-``models`` → ``scenario`` → ``fleets``/``traffic`` → ``errors``), the core never imports a
-shell or Streamlit, and there is no import circle anywhere (function-level imports count).
+only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` → fleet
+layout (``fleets.placement``, ``fleets.packing``) → ``models`` → ``scenario`` → catalog
+data (the rest of ``fleets``) / ``traffic`` → ``errors``), the core never imports a shell
+or Streamlit, and there is no import circle anywhere (function-level imports count).
+
+``fleets`` is split in two: its catalog records and their loaders are data that the models
+read, while placement and packing check a pool's layout with the rules of
+:mod:`sim.models.parallelism`, so they sit above the models and below the engine.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sim", "fleets", "traffic")
 
 # Higher layers may import lower ones (and their own layer), never the reverse.
+# A module belongs to the layer of its longest matching prefix (``fleets.placement`` is
+# fleet layout, the rest of ``fleets`` catalog data).
 LAYERS = [
     ("errors", {"sim.errors"}),
-    ("fleets/traffic", {"fleets", "traffic"}),
+    ("catalog/traffic", {"fleets", "traffic"}),
     ("scenario", {"sim.scenario", "sim.loader"}),
     ("models", {"sim.models"}),
+    ("fleet layout", {"fleets.placement", "fleets.packing"}),
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),
     ("studies", {"sim.studies"}),
@@ -62,9 +70,12 @@ def resolve(name: str, modules: set[str]) -> str | None:
 
 
 def layer_of(module: str) -> int:
-    for rank, (_, prefixes) in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return rank
+    """The layer of the longest prefix that ``module`` falls under (``fleets.placement``
+    before ``fleets``)."""
+    found = [(len(p), rank) for rank, (_, prefixes) in enumerate(LAYERS) for p in prefixes
+             if module == p or module.startswith(p + ".")]
+    if found:
+        return max(found)[1]
     raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in {__file__}")
 
 
@@ -143,6 +154,12 @@ def test_the_checker_finds_what_it_looks_for():
     assert find_circle([("a", "b"), ("b", "c")]) is None
     assert upward([("sim.results.planner_csv", "sim.studies.sweep_spec")])
     assert upward([("sim.engine.core", "sim.models.perf")]) == []
+    # the split ``fleets`` layer: placement may use the parallelism rules, the catalog may not
+    assert upward([("fleets.placement", "sim.models.parallelism")]) == []
+    assert upward([("fleets.catalog", "sim.models.parallelism")])
+    assert upward([("sim.models.economics", "fleets.packing")])
+    assert layer_of("fleets.catalog_io") < layer_of("sim.models.perf") < layer_of("fleets.packing") \
+        < layer_of("sim.engine.pools")
     assert resolve("sim.engine.core.simulate", MODULES) == "sim.engine.core"
 
 

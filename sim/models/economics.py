@@ -34,8 +34,8 @@ from pathlib import Path
 import pandas as pd
 
 import fleets
-from fleets.catalog import stage_accelerators
 from sim.errors import UserError
+from sim.models.parallelism import replica_accelerators
 from sim.models.power import activities, pool_power_w
 from sim.scenario import Economics
 
@@ -153,7 +153,7 @@ def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tu
     layout = pool.layout
     if layout is None:
         return 0.0, 0.0
-    per_replica = stage_accelerators(layout.tp, layout.ep) * layout.pp
+    per_replica = replica_accelerators(layout.tp, layout.pp, layout.ep)
     return activities(layout.accelerator, layout.precision, per_replica, busy_s, flops, bytes_moved)
 
 

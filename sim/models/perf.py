@@ -10,12 +10,16 @@ Every iteration costs::
   expected distinct experts E·(1 − (1 − k/E)^n) of a batch of n tokens) plus the KV cache
   read and written.
 - t_comm: tensor parallelism does two all-reduces of ``n · hidden`` 16-bit activations per
-  layer over the scale-up link, each ``α0 + α1·log2(tp) + 2(tp−1)/tp · size / (η_bus·β)``
-  (:meth:`fleets.catalog.Accelerator.allreduce_time_s`, fitted to Vidur's NVLink
-  all-reduce tables); pipeline parallelism pays ``pp − 1`` activation hops, over the
-  scale-up link when the whole replica fits one domain, else over scale-out.
-- TP must divide the attention heads (UserError otherwise); when TP exceeds the KV heads
-  each shard keeps a copy of one KV head, so KV bytes per token grow by tp / kv_heads.
+  layer over the scale-up link (Megatron-LM: one after attention, one after the MLP), each
+  ``α0 + α1·log2(tp) + 2(tp−1)/tp · size / (η_bus·β)``
+  (:func:`sim.models.parallelism.allreduce_time_s`, fitted to Vidur's NVLink all-reduce
+  tables); pipeline parallelism pays ``pp − 1`` activation hops
+  (:func:`~sim.models.parallelism.send_time_s`), over the scale-up link when the whole
+  replica fits one domain, else over scale-out.
+- The layout rules and the sharding are :mod:`sim.models.parallelism`'s: TP inside one
+  scale-up domain and dividing the attention heads, EP as placement allows it (UserError
+  otherwise); when TP exceeds the KV heads each shard keeps a copy of one KV head, so KV
+  bytes per token grow by tp / kv_heads (:func:`~sim.models.parallelism.kv_replication`).
 - Pipeline stages run one after another for a batch (no micro-batch overlap), so ``pp``
   adds memory capacity, not speed.
 - SRAM parts (memory_kind ``sram``) add the latency of the layer chain across their chips
@@ -29,8 +33,8 @@ Every iteration costs::
 
       t = roofline_tp(2·P_shared·n/dp + attention/dp, shared bytes + KV/dp)   (attention group)
         + roofline_1(2·P_expert·k·n/ep, E/ep · (1 − (1 − k/E)^n) · expert bytes)   (one GPU's experts)
-        + L_moe · 2 · (α(ep) + (n/ep)·k·(ep−1)/ep · hidden · 2 B / (η_bus·β))   (all-to-all
-          dispatch and combine per MoE layer)
+        + L_moe · 2 · (α(ep) + (ep−1)/ep · (n/ep)·k · hidden · 2 B / (η_bus·β))   (all-to-all
+          dispatch and combine per MoE layer, :func:`sim.models.parallelism.alltoall_time_s`)
         + TP all-reduces of n/dp tokens + fixed overhead
 
   Assumptions: routing is uniform and balanced (each GPU gets the mean load; no straggler
@@ -53,8 +57,11 @@ from __future__ import annotations
 
 import math
 
-from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision, stage_accelerators
-from sim.errors import UserError
+from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision
+from sim.models.parallelism import (
+    LayoutError, allreduce_time_s, alltoall_time_s, check_ep, check_tp, link_for, replica_weight_bytes,
+    scaleup_link, send_time_s, stage_accelerators, stored_kv_bytes_per_token,
+)
 from sim.models.sram import pipeline_latency_s
 
 ACTIVATION_BYTES = 2.0  # activations exchanged in 16-bit precision (BF16/FP16)
@@ -96,7 +103,9 @@ class PerfModel:
             the weights', FP8 under FP4 weights).
         attention_precision: attention math (default: the KV cache's).  A part without a
             peak for the weights' or attention precision raises UserError.
-        tp, pp: parallel layout (≥ 1).
+        tp, pp, ep: parallel layout (≥ 1); tp and ep are checked with
+            :func:`sim.models.parallelism.check_tp` / :func:`~sim.models.parallelism.check_ep`
+            (LayoutError, a UserError, naming the allowed values).
         iteration_overhead_s: extra fixed time per iteration on top of the accelerator's
             fitted ``iteration_overhead_s`` (scheduling, launch), s.
     """
@@ -113,7 +122,7 @@ class PerfModel:
         attention_precision: str | None = None,
         ep: int = 1,
     ) -> None:
-        check_tp_divides_heads(model, tp, accelerator.key)
+        _check_layout(model, accelerator, tp, ep)
         self.accelerator = accelerator
         self.model = model
         self.precision = precision
@@ -121,7 +130,7 @@ class PerfModel:
         self.pp = pp
         self.kv_precision = kv_precision or default_kv_precision(precision)
         self.attention_precision = attention_precision or default_attention_precision(self.kv_precision)
-        self.ep = ep if ep > 1 and model.is_moe else 1
+        self.ep = ep
         group = stage_accelerators(tp, self.ep)  # accelerators per pipeline stage
         self.peak_flops = accelerator.peak_flops(precision) * group
         attention_peak = accelerator.peak_flops(self.attention_precision) * group
@@ -131,8 +140,8 @@ class PerfModel:
         self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
         if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
             self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
-        self.weight_bytes = model.replica_weight_bytes(precision, tp, self.ep)
-        self.kv_bytes_per_token = model.stored_kv_bytes_per_token(self.kv_precision, tp)
+        self.weight_bytes = replica_weight_bytes(model, precision, tp, self.ep)
+        self.kv_bytes_per_token = stored_kv_bytes_per_token(model, self.kv_precision, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
         self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
         # attention FLOP cost time at the attention peak: priced as linear-rate FLOP x this
@@ -266,10 +275,12 @@ class _ExpertParallel:
         self.expert_bytes = model.expert_params * per_param
         self.expert_flops_per_token = 2.0 * model.experts_per_token * model.expert_params
         self.n_experts, self.top_k = model.n_experts, model.experts_per_token
-        # per MoE layer: dispatch + combine, each α(ep) + bytes / (η_bus·β)
-        self.a2a_alpha_s = accelerator.allreduce_time_s(0.0, self.ep)
-        self.a2a_s_per_token = (self.top_k * (self.ep - 1) / self.ep * (model.hidden or 0) * ACTIVATION_BYTES
-                                / self.ep / (accelerator.scaleup_bus_efficiency * accelerator.scaleup_bw_bytes_per_s))
+        # per MoE layer: dispatch + combine, each an all-to-all in which every GPU sends its
+        # n/ep tokens k times: α(ep) + (ep−1)/ep · (n/ep)·k·hidden·2 B / (η_bus·β)
+        link = scaleup_link(accelerator)
+        sent_per_token = self.top_k * (model.hidden or 0) * ACTIVATION_BYTES / self.ep
+        self.a2a_alpha_s = alltoall_time_s(link, 0.0, self.ep)
+        self.a2a_s_per_token = alltoall_time_s(link, sent_per_token, self.ep) - self.a2a_alpha_s
         self.moe_layers = model.routed_layers
 
     def experts_s(self, tokens: float) -> float:
@@ -371,34 +382,34 @@ class StagePerfs:
         return perf
 
 
-def check_tp_divides_heads(model: Model, tp: int, where: str = "") -> None:
-    """Raise UserError unless ``tp`` divides the model's attention heads (each TP shard runs
-    whole heads; Megatron-style head sharding).  Models without heads pass."""
-    heads = model.heads or 0
-    if tp > 1 and heads and model.kind in ("autoregressive", "diffusion_lm") and heads % tp:
-        allowed = [d for d in range(1, heads + 1) if heads % d == 0]
-        raise UserError(f"{where + ': ' if where else ''}tp={tp} does not divide the {heads} attention heads of "
-                        f"model '{model.key}'; allowed tp: {', '.join(map(str, allowed))}")
+def _check_layout(model: Model, accelerator: Accelerator, tp: int, ep: int) -> None:
+    """The TP and EP rules of :mod:`sim.models.parallelism`, the error naming the model and
+    the accelerator (placement checks the same rules first and names the pool)."""
+    try:
+        check_tp(tp, model, accelerator)
+        check_ep(ep, tp, model, accelerator)
+    except LayoutError as err:
+        raise LayoutError(f"model '{model.key}' on accelerator '{accelerator.key}': {err.problem}", err.fix) from None
 
 
 class _CommModel:
-    """Interconnect time of one forward: TP all-reduces and PP activation hops."""
+    """Interconnect time of one forward, linear in its tokens: two TP all-reduces per layer
+    and ``pp − 1`` PP activation hops (costs from :mod:`sim.models.parallelism`)."""
 
     def __init__(self, accelerator: Accelerator, model: Model, tp: int, pp: int, group: int = 0) -> None:
         self.tp = tp
         self.pp = pp
         width = (model.hidden or 0) * ACTIVATION_BYTES
         self.allreduces = 2 * model.layers if tp > 1 and model.layers else 0
-        self.ar_alpha_s = accelerator.allreduce_time_s(0.0, tp)
-        self.ar_s_per_token = accelerator.allreduce_time_s(width, tp) - self.ar_alpha_s if tp > 1 else 0.0
-        within_domain = (group or tp) * pp <= accelerator.scaleup_domain_size
+        scaleup = scaleup_link(accelerator)
+        self.ar_alpha_s = allreduce_time_s(scaleup, 0.0, tp)
+        self.ar_s_per_token = allreduce_time_s(scaleup, width, tp) - self.ar_alpha_s if tp > 1 else 0.0
         self.hops = pp - 1
-        if within_domain:
-            self.hop_alpha_s = accelerator.scaleup_latency_s
-            self.hop_s_per_token = width / accelerator.scaleup_bw_bytes_per_s if pp > 1 else 0.0
-        else:
-            self.hop_alpha_s = accelerator.scaleout_latency_s
-            self.hop_s_per_token = width / accelerator.scaleout_bw_bytes_per_s if pp > 1 else 0.0
+        self.hop_alpha_s = self.hop_s_per_token = 0.0
+        if pp > 1:  # over scale-up when the whole replica fits one domain, else scale-out
+            hop = link_for(accelerator, (group or tp) * pp)
+            self.hop_alpha_s = send_time_s(hop, 0.0)
+            self.hop_s_per_token = width / hop.bw_bytes_per_s  # send_time_s's bandwidth term, per token
 
     def time_s(self, tokens: float) -> float:
         t = 0.0

@@ -60,6 +60,7 @@ from fleets.catalog import Catalog, default_kv_precision
 from sim.studies.calibration import Point, family
 from sim.engine.core import simulate
 from sim.engine.shapes import BYTES, FLOPS, KERNEL, STEPS, TOKENS, picture_phases, picture_shape
+from sim.models.parallelism import allowed_tp, stored_kv_bytes_per_token
 from sim.models.perf import PerfModel, StagePerfs
 from sim.scenario import parse_scenario
 from traffic.distributions import LognormalDist
@@ -117,8 +118,9 @@ def length_dist(mean: float, cap: float) -> LognormalDist:
 
 
 def choose_layout(point: Point, catalog: Catalog) -> Layout:
-    """The smallest TP (a divisor of the system's chips and of the model's attention heads,
-    within a scale-up domain: up to 72 on an NVL72 rack) whose
+    """The smallest TP (a divisor of the system's chips that the layout rules allow,
+    :func:`sim.models.parallelism.allowed_tp`: dividing the model's attention heads,
+    within a scale-up domain, up to 72 on an NVL72 rack) whose
     replica holds the weights plus KV cache for :data:`KV_BUDGET_BATCH` sequences of mean
     length at 90 % memory utilisation; the largest such TP if none does. SDXL: one
     replica per chip (MLPerf submitters run data-parallel UNets)."""
@@ -129,11 +131,9 @@ def choose_layout(point: Point, catalog: Catalog) -> Layout:
     bench = BENCHMARKS[point.model]
     tokens = KV_BUDGET_BATCH * (bench.input_mean + bench.output_mean)
     kv_precision = default_kv_precision(point.precision)
-    heads = model.heads or 1
-    options = [tp for tp in range(1, min(point.count, acc.scaleup_domain_size) + 1)
-               if point.count % tp == 0 and heads % tp == 0]
+    options = [tp for tp in allowed_tp(model, acc) if point.count % tp == 0]
     for tp in options:
-        kv = tokens * model.stored_kv_bytes_per_token(kv_precision, tp)  # as the engine stores it
+        kv = tokens * stored_kv_bytes_per_token(model, kv_precision, tp)  # as the engine stores it
         if tp * acc.memory_bytes * MEMORY_UTILIZATION - model.weight_bytes(point.precision) >= kv:
             return Layout(tp, point.count // tp)
     return Layout(options[-1], point.count // options[-1])

@@ -47,8 +47,8 @@ from typing import Callable
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fleets.catalog import stage_accelerators
 from sim.errors import ScenarioError, UserError
+from sim.models.parallelism import replica_accelerators
 from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_floor
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
@@ -457,7 +457,7 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
 
 def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:
     fields = pool_fields(spec, workload, accelerator)
-    return stage_accelerators(int(fields.get("tp", 1)), int(fields.get("ep", 1))) * int(fields.get("pp", 1))
+    return replica_accelerators(int(fields.get("tp", 1)), int(fields.get("pp", 1)), int(fields.get("ep", 1)))
 
 
 def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanResult:

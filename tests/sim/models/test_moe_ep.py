@@ -18,6 +18,7 @@ from fleets.catalog_io import load_catalog
 from fleets.placement import place_pool
 from sim.engine.pools import build_pools
 from sim.errors import PlacementError
+from sim.models.parallelism import weight_bytes_per_accelerator
 from sim.models.perf import PerfModel, expected_experts_touched
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,8 +68,8 @@ def test_deepseek_weights_per_gpu_and_kv_at_ep64_on_nvl72():
     layout = place_pool(name="ds", accelerator=acc, model=model, precision="fp8", tp=1, pp=1, replicas=1, ep=64)
     assert layout.accelerators == 64
     assert layout.replica_weight_bytes == pytest.approx(64 * shared + 256 * expert, rel=1e-9)  # FP8: 1 B/param
-    assert model.weight_bytes_per_accelerator("fp8", 1, 64) == pytest.approx(shared + 4 * expert, rel=1e-9)
-    assert model.weight_bytes_per_accelerator("fp8", 4, 64) == pytest.approx(shared / 4 + 4 * expert, rel=1e-9)
+    assert weight_bytes_per_accelerator(model, "fp8", 1, 64) == pytest.approx(shared + 4 * expert, rel=1e-9)
+    assert weight_bytes_per_accelerator(model, "fp8", 4, 64) == pytest.approx(shared / 4 + 4 * expert, rel=1e-9)
     # MLA cache: 512 latent + 64 RoPE values per token and layer, 61 layers, FP8
     assert model.kv_bytes_per_token("fp8") == 61 * (512 + 64) * 1
     sc = make_scenario({"chat": {"kind": "autoregressive", "model": "deepseek-v3",
@@ -132,8 +133,8 @@ def test_ep_shrinks_per_gpu_weights_and_grows_kv_capacity_against_h200_tp8():
     tp8 = PerfModel(CATALOG.accelerator("h200"), model, "fp8", 8, kv_precision="fp8")
     ep64 = PerfModel(CATALOG.accelerator("gb200"), model, "fp8", 1, kv_precision="fp8", ep=64)
     assert tp8.kv_bytes_per_token == 8 * 61 * 576 and ep64.kv_bytes_per_token == 61 * 576
-    assert model.weight_bytes_per_accelerator("fp8", 8) == pytest.approx(671e9 / 8)
-    assert model.weight_bytes_per_accelerator("fp8", 1, 64) < 0.35 * 671e9 / 8
+    assert weight_bytes_per_accelerator(model, "fp8", 8) == pytest.approx(671e9 / 8)
+    assert weight_bytes_per_accelerator(model, "fp8", 1, 64) < 0.35 * 671e9 / 8
 
 
 def _pool_error(model, accelerator, tp, ep):

@@ -1,7 +1,9 @@
 """Communication, TP and KV-replication physics of the perf model (issue 12, item 3).
 
 Expected values: Vidur's measured H100 NVLink all-reduce times (raw CSV, in the test),
-hand arithmetic from the catalog's heads / KV heads, and the published H100 NVLink rate."""
+hand arithmetic from the catalog's heads / KV heads, and the published H100 NVLink rate.
+The collectives and the TP rule are :mod:`sim.models.parallelism`'s; the hand-calculated
+cases of each formula are in test_parallelism.py."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import pandas as pd
 import pytest
 
 from fleets.catalog_io import load_catalog
-from sim.errors import UserError
+from sim.errors import PlacementError, UserError
+from sim.models.parallelism import allreduce_time_s, scaleup_link
 from sim.models.perf import PerfModel
+from fleets.placement import place_pool
 from shared_data import SHARED_DATA, require_file
 
 ALL_REDUCE = SHARED_DATA / "reference" / "vidur_profiling" / "network" / "h100_dgx" / "all_reduce.csv"
@@ -26,17 +30,18 @@ def test_h100_all_reduce_matches_vidur_measurements(group):
     rows = raw[(raw["num_workers"] == group) & (raw["devices_per_node"] == group)]
     measured = rows.groupby("size")["time_stats.all_reduce.median"].median() * 1e-3
     h100 = CAT.accelerator("h100-sxm")
-    predicted = np.array([h100.allreduce_time_s(float(s), group) for s in measured.index])
+    link = scaleup_link(h100)
+    predicted = np.array([allreduce_time_s(link, float(s), group) for s in measured.index])
     rel = np.abs(predicted / measured.to_numpy() - 1)
     assert np.median(rel) <= 0.15
     biggest = measured.index.max()
     ring_floor_s = 2 * (group - 1) / group * biggest / 450e9  # NVLink 4: 450 GB/s per direction
-    assert measured.loc[biggest] >= ring_floor_s and h100.allreduce_time_s(biggest, group) >= ring_floor_s
+    assert measured.loc[biggest] >= ring_floor_s and allreduce_time_s(link, biggest, group) >= ring_floor_s
 
 
 def test_latency_grows_with_group_and_scale_out_is_slower_than_scale_up():
     h100 = CAT.accelerator("h100-sxm")
-    times = [h100.allreduce_time_s(0.0, n) for n in (2, 4, 8)]
+    times = [allreduce_time_s(scaleup_link(h100), 0.0, n) for n in (2, 4, 8)]
     assert times[0] < times[1] < times[2]
     for acc in CAT.accelerators.values():
         if acc.scaleup_domain_size > 1:
@@ -45,12 +50,37 @@ def test_latency_grows_with_group_and_scale_out_is_slower_than_scale_up():
 
 def test_tp_must_divide_attention_heads():
     model = CAT.model("llama-3-70b")  # 64 heads
-    acc = CAT.accelerator("gb200")
-    with pytest.raises(UserError, match="does not divide the 64 attention heads"):
+    acc = CAT.accelerator("gb200")  # 72-GPU NVL72 domain
+    with pytest.raises(UserError, match="tp=343 but TP must fit one scale-up domain of 72"):
         PerfModel(acc, model, "fp8", tp=343)
-    with pytest.raises(UserError, match="allowed tp: 1, 2, 4, 8, 16, 32, 64"):
+    heads_and_allowed = "does not divide the model's 64 attention heads.*Use tp in: 1, 2, 4, 8, 16, 32, 64"
+    with pytest.raises(UserError, match=heads_and_allowed):
         PerfModel(acc, model, "fp8", tp=72)
     PerfModel(acc, model, "fp8", tp=64)  # inside a 72-GPU NVL72 domain
+
+
+@pytest.mark.parametrize("key", ["h100-sxm", "gb200", "tpu-v5e"])
+def test_perf_and_placement_allow_the_same_tp(key):
+    """One TP rule: on every tp from 1 to 80 the perf model and placement agree, and both
+    allow exactly the tp that divide Llama-3-70B's 64 heads and fit the part's scale-up
+    domain (8 GPUs on an HGX H100, 72 on NVL72, 256 on a v5e pod: hand-listed below)."""
+    model, acc = CAT.model("llama-3-70b"), CAT.accelerator(key)
+    by_hand = {"h100-sxm": [1, 2, 4, 8], "gb200": [1, 2, 4, 8, 16, 32, 64], "tpu-v5e": [1, 2, 4, 8, 16, 32, 64]}[key]
+    perf_ok, placed_ok = [], []
+    for tp in range(1, 81):
+        try:
+            PerfModel(acc, model, "bf16", tp=tp)
+            perf_ok.append(tp)
+        except UserError as err:
+            assert f"Use tp in: {', '.join(map(str, by_hand))}." in str(err) or "scale-up domain" in str(err), str(err)
+        try:
+            # pp=16 so that even tp=1 holds the 141 GB of weights (16 x 16 GB on a v5e)
+            place_pool(name="p", accelerator=acc, model=model, precision="bf16", tp=tp, pp=16, replicas=1,
+                       memory_utilization=1.0)
+            placed_ok.append(tp)
+        except PlacementError as err:  # refused for its tp, not for memory
+            assert "attention heads" in str(err) or "scale-up domain" in str(err), str(err)
+    assert perf_ok == placed_ok == by_hand
 
 
 @pytest.mark.parametrize("tp", [1, 8, 16, 32])
