@@ -1,6 +1,6 @@
 """The house rules of ``sim/``, read from the source with ``ast``: imports run downward
 only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
-``models`` → ``scenario`` → ``fleets``/``traffic`` → ``errors``), the core never imports a
+``models`` → ``scenario`` → ``workloads`` → ``fleets``/``traffic`` → ``errors``), the core never imports a
 shell or Streamlit, and there is no import circle anywhere (function-level imports count).
 """
 
@@ -18,7 +18,8 @@ PACKAGES = ("sim", "fleets", "traffic")
 LAYERS = [
     ("errors", {"sim.errors"}),
     ("fleets/traffic", {"fleets", "traffic"}),
-    ("scenario", {"sim.scenario", "sim.loader"}),
+    ("workloads", {"sim.workloads"}),
+    ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors"}),
     ("models", {"sim.models"}),
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),

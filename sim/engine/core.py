@@ -39,8 +39,10 @@ from sim.engine.router import Router
 from sim.engine.run import RunContext, events_processed
 from sim.engine.timer import Rearmable
 from sim.errors import PlacementError
-from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads, split_serves
-from sim.engine.shapes import STAGE_CODES, picture_shape
+from sim.scenario import FleetConfig, Scenario, fleet_workloads, split_serves
+from sim.workloads import kind_of
+from sim.workloads.phases import STAGE_CODES
+from sim.workloads import picture_shape
 
 ProgressFn = Callable[[float, int], None]
 RowSink = Callable[[pd.DataFrame, pd.DataFrame], None]
@@ -202,7 +204,7 @@ def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run, catalog=Non
         return _router(routers, main, w, fleet_cfg.router, run)
     wl = scenario.workloads[name]
     by_stage = {}
-    for stage in STAGES[wl.kind]:
+    for stage in kind_of(wl).stages:
         serving = [p for p in pools if stage in p.stages.get(w, ())]
         by_stage[STAGE_CODES[stage]] = run.routers.index(_router(routers, serving or main, w, fleet_cfg.router, run))
     variants = {c: picture_shape(wl.model_copy(update={"cfg": c}), catalog) for c in (False, True)} if catalog else {}
@@ -430,7 +432,10 @@ class _Frames:
 
     def __init__(self, names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> None:
         self.names, self.scenario, self.fleet = names, scenario, fleet
-        self.kinds = np.array([scenario.workloads[n].kind for n in names], dtype=object)
+        kinds = [kind_of(scenario.workloads[n]) for n in names]
+        self.kinds = np.array([k.kind for k in kinds], dtype=object)
+        self.ttft_kinds = [k.kind for k in kinds if k.has_ttft]
+        self.tpot_kinds = [k.kind for k in kinds if k.has_tpot]
         self.pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
         self.accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
         self.status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
@@ -478,11 +483,12 @@ class _Frames:
         df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]
         df["e2e_s"] = df["done_at_s"] - df["arrival_at_s"]
         df["queue_s"] = df["admitted_at_s"] - df["arrival_at_s"]
-        streamed = df["kind"] == "autoregressive"
+        streamed = df["kind"].isin(self.tpot_kinds)
         decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
         df["tpot_s"] = ((df["done_at_s"] - df["first_token_at_s"]) / decode_tokens).where(streamed)
-        df.loc[~df["kind"].isin(["autoregressive", "diffusion_lm"]), "ttft_s"] = math.nan
-        df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(df["kind"].isin(["autoregressive", "diffusion_lm"]))
+        has_ttft = df["kind"].isin(self.ttft_kinds)
+        df.loc[~has_ttft, "ttft_s"] = math.nan
+        df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(has_ttft)
         df["measured"] = (df["arrival_at_s"] >= scenario.warmup_s) & (df["arrival_at_s"] < scenario.duration_s)
         return df
 

@@ -25,8 +25,10 @@ from sim.models.economics import check_rentable
 from sim.models.perf import PerfModel, StagePerfs
 from sim.engine.request import Request
 from sim.engine.run import PoolStats
-from sim.scenario import STAGES, FleetConfig, PoolConfig, Scenario, _engine_family, split_serves
-from sim.engine.shapes import PictureShape, aux_models, diffusion_lm_phases, picture_shape
+from sim.scenario import FleetConfig, PoolConfig, Scenario, split_serves
+from sim.workloads import kind_of
+from sim.workloads import picture_shape
+from sim.workloads.picture import PictureShape, aux_models
 
 GB = 1e9
 
@@ -70,33 +72,17 @@ class Pool:
         return self.config.name
 
     def reject_reason(self, req: Request) -> str:
-        """Why this pool can never serve ``req`` ("" if it can)."""
-        if self.family == "ar":
-            tokens = req.prompt_tokens + req.output_tokens
-            if tokens > (self.perf.model.max_context_tokens or math.inf):
-                return "exceeds_max_context"
-            blocks = -(-tokens // self.config.kv_block_tokens) * req.branches
-            if blocks > self.kv_capacity_blocks or req.branches > self.config.max_batch:
-                return "exceeds_kv_capacity"
-        elif self.family == "step" and self.workloads[req.workload].kind == "diffusion_lm":
-            wl = self.workloads[req.workload]
-            blocks = -(-req.output_tokens // wl.block_tokens)
-            if req.prompt_tokens + blocks * wl.block_tokens > (self.perf.model.max_context_tokens or math.inf):
-                return "exceeds_max_context"
-            phases, base = diffusion_lm_phases(wl, self.perf, req)
-            if base + max(p[1] * p[6] for p in phases) > self.free_bytes:
-                return "exceeds_memory"
-        return ""
+        """Why this pool can never serve ``req`` ("" if it can): its workload kind's rule
+        (:meth:`sim.workloads.base.WorkloadKind.reject_reason`)."""
+        wl = self.workloads[req.workload]
+        return kind_of(wl).reject_reason(self, wl, req)
 
     def prepare(self, req: Request) -> None:
         """Give ``req`` the phases it runs on this pool (its current journey leg)."""
         if self.family != "step":
             return
         wl = self.workloads[req.workload]
-        if wl.kind == "diffusion_lm":
-            req.phases, req.reserved_bytes = diffusion_lm_phases(wl, self.perf, req)
-        else:
-            req.phases, req.reserved_bytes = req.journey[req.leg][1], 0.0
+        kind_of(wl).prepare(self, wl, req)
 
     def finish_leg(self, req: Request) -> None:
         self.on_leg_done(req)
@@ -157,7 +143,7 @@ def picture_shapes(scenario: Scenario, catalog: Catalog) -> dict[str, PictureSha
     return {
         name: picture_shape(wl, catalog)
         for name, wl in scenario.workloads.items()
-        if wl.kind in STAGES
+        if kind_of(wl).stages
     }
 
 
@@ -171,10 +157,10 @@ def _new_pool(i: int, cfg: PoolConfig, scenario: Scenario, names: list[str], pla
         if stage is not None:
             stages.setdefault(w, set()).add(stage)
         else:  # the main pool runs every stage not placed elsewhere
-            own = [s for s in STAGES.get(wl.kind, ("denoise",)) if (name, s) not in placed]
+            own = [s for s in (kind_of(wl).stages or ("denoise",)) if (name, s) not in placed]
             stages.setdefault(w, set()).update(own)
     main = [split_serves(e)[0] for e in cfg.serves if ":" not in e]
-    family = _engine_family(scenario.workloads[main[0]].kind) if main else "step"
+    family = kind_of(scenario.workloads[main[0]]).family if main else "step"
     return Pool(index=i, config=cfg, family=family, workloads=workloads, stages=stages)
 
 
@@ -183,10 +169,11 @@ def _pool_models(pool: Pool, catalog: Catalog, where: str) -> list:
     models: dict[str, object] = {}
     for w, wl in pool.workloads.items():
         stages = pool.stages.get(w, {"denoise"})
-        if wl.kind not in STAGES:
+        pipeline = kind_of(wl).stages
+        if not pipeline:
             models.setdefault(wl.model, catalog.model(wl.model, where=f"{where} (model of workload served)"))
             continue
-        for stage in sorted(STAGES[wl.kind], key=lambda st: st != "denoise"):  # the denoiser first
+        for stage in sorted(pipeline, key=lambda st: st != "denoise"):  # the denoiser first
             if stage in stages:
                 for m in aux_models(wl, catalog, stage):
                     models.setdefault(m.key, m)
@@ -250,36 +237,19 @@ def _place(pool: Pool, catalog: Catalog, shapes: dict, names: list[str], where: 
         pool.kv_capacity_blocks = int(pool.free_bytes // (perf.kv_bytes_per_token * cfg.kv_block_tokens))
 
 
-def _stage_footprints(wl, shape: PictureShape, stages: set[str]) -> list[tuple[float, int]]:
-    """(activation bytes, samples) of the largest phase of each stage run here."""
-    out = []
-    k = getattr(wl, "candidates_k", 1)
-    fork = k if wl.kind == "branching_search" and wl.shared_steps < wl.total_steps else 1
-    if "denoise" in stages:
-        out.append((shape.denoise_act_bytes * fork, fork))
-    for stage, phase, width in (("encode", shape.encode, 1), ("safety", shape.safety, 1),
-                                ("decode", shape.decode, 1), ("verify", shape.verify, k)):
-        if stage in stages and phase is not None:
-            out.append((phase[6] * width, width))
-    return out
-
-
 def _peak_activation(pool: Pool, shapes: dict, names: list[str]) -> tuple[float, tuple[str, int]]:
     peak, worst = 0.0, ("", 1)
     for w, wl in pool.workloads.items():
         shape = shapes.get(names[w])
         if shape is None:
             continue
-        for act, width in _stage_footprints(wl, shape, pool.stages.get(w, set())):
+        for act, width in kind_of(wl).stage_footprints(wl, shape, pool.stages.get(w, set())):
             if act > peak:
                 peak, worst = act, (names[w], width)
     return peak, worst
 
 
 def _max_width(pool: Pool, names: list[str]) -> int:
-    widest = 1
-    for w, wl in pool.workloads.items():
-        stages = pool.stages.get(w, set())
-        if wl.kind == "branching_search" and ("denoise" in stages or "verify" in stages):
-            widest = max(widest, wl.candidates_k)
-    return widest
+    """The most samples one request runs at once on ``pool`` (the ×k of a fork)."""
+    return max((kind_of(wl).samples_at_once(wl, pool.stages.get(w, set())) for w, wl in pool.workloads.items()
+                if kind_of(wl).stages), default=1)

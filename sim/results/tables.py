@@ -12,7 +12,9 @@ from sim.errors import UserError
 from sim.engine.demand import demand_streams, generate_demand
 from sim.engine.core import FleetRun, simulate
 from sim.engine.pools import build_pools
-from sim.results.metrics import costed_requests, fleet_table, pool_table, workload_summary
+from sim.models.economics import attribute_costs
+from sim.results.metrics import fleet_table
+from sim.results.summary import summarize_in_memory
 from sim.results.streaming import FleetStream, StreamSpool, assemble_streamed, use_streaming
 from sim.scenario import Scenario
 
@@ -105,25 +107,28 @@ def _assemble_streamed(scenario: Scenario, runs: list[FleetRun], sinks: list, sp
 
 
 def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
-    """The tables of a scenario from its fleets' runs (one :class:`FleetRun` per fleet,
-    in the scenario's fleet order): pool rows, costed request rows, the summary."""
-    requests, pools, series, events, ends = [], [], [], {}, {}
+    """The tables of a scenario from its fleets' runs held in memory (one
+    :class:`FleetRun` per fleet, in the scenario's fleet order): pool rows, costed request
+    rows, and the summary (each run one batch of :mod:`sim.results.summary`'s accumulators)."""
+    requests, pools, summary, series, events, ends = [], [], [], [], {}, {}
     for run in runs:
-        table = pool_table(run, scenario)
+        table, rows, totals = summarize_in_memory(scenario, run)
         pools.append(table)
-        requests.append(costed_requests(run, table, scenario.economics.ownership))
+        summary += rows
+        requests.append(attribute_costs(run.requests, table, run.end_s, run.pool_shares,
+                                        scenario.economics.ownership, totals))
         series.append(run.timeseries)
         events[run.fleet] = run.events
         ends[run.fleet] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
-    summary = workload_summary(requests_df, scenario, ends)
+    summary_df = pd.DataFrame(summary)
     return Results(
         scenario=scenario,
         requests=requests_df,
         pools=pools_df,
-        summary=summary,
-        fleets=fleet_table(pools_df, summary, scenario.economics),
+        summary=summary_df,
+        fleets=fleet_table(pools_df, summary_df, scenario.economics),
         events=events,
         end_s=ends,
         timeseries=pd.concat(series, ignore_index=True),

@@ -77,7 +77,8 @@ from sim.engine.pools import build_pools
 from sim.errors import UserError
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
-from sim.results.streaming import FleetStream, StreamSpool, fleet_summary, use_streaming, write_costed
+from sim.results.streaming import FleetStream, StreamSpool, use_streaming, write_costed
+from sim.results.summary import fleet_summary
 from sim.results.tables import Results, assemble_results, check_fleets
 from sim.scenario import Scenario, parse_scenario
 
@@ -316,7 +317,8 @@ def _assemble_streamed_cells(scenario: Scenario, cells: int, per_fleet: list, sp
         merged = copy.deepcopy(own[0][1])  # cell 0's own stream still goes to its cost task
         for _, stream in own[1:]:
             merged.merge(stream)
-        table, rows, totals = fleet_summary(scenario, run, merged)
+        totals = pd.Series(dict(merged.pool_totals), dtype=float)
+        table, rows = fleet_summary(scenario, run, merged.workloads, totals)
         runs.append(run)
         pools.append(table)
         summary += rows

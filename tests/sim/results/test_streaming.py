@@ -28,7 +28,8 @@ import sim.engine.outcomes as outcomes
 import traffic.chunks as chunks
 from sim.errors import UserError
 from sim.results.export import write_results
-from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, _keys, add_values, new_sketch, sketch_percentile
+from sim.results.streaming import STREAM_AUTO_REQUESTS
+from sim.results.summary import SKETCH_RELATIVE_ACCURACY, _keys, add_values, new_sketch, sketch_percentile
 from sim.results.tables import run_scenario
 from sim.scenario import load_scenario
 from tests.scenario_cases import ar_pool, make_scenario
@@ -302,7 +303,7 @@ def test_accumulators_merge_like_one():
     """Two accumulators over alternate rows, merged, give the row one accumulator gives
     over all rows (the sketches' buckets add, so even the quantiles are equal)."""
     from sim.models.economics import cost_rates
-    from sim.results.streaming import WorkloadAccumulator
+    from sim.results.summary import WorkloadAccumulator
 
     scenario = _chat(10.0, 1, duration_s=60.0, warmup_s=5.0)
     memory = run_scenario(_with_stream(scenario, "off"))
@@ -311,7 +312,7 @@ def test_accumulators_merge_like_one():
                            "busy_share_s": pd.Series([], dtype=float)})
     end = memory.end_s["f"]
     rates = cost_rates(memory.pools, end, rows[rows["pool"] != ""].groupby("pool")["busy_share_s"].sum())
-    whole, even, odd = (WorkloadAccumulator(memory.scenario, "chat") for _ in range(3))
+    whole, even, odd = (WorkloadAccumulator(memory.scenario, "chat", exact=False) for _ in range(3))
     whole.add(rows, shares)
     even.add(rows.iloc[::2], shares)
     odd.add(rows.iloc[1::2], shares)
