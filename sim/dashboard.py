@@ -346,24 +346,25 @@ _placed: dict[str, None] = {}  # fleets whose placement passed, by content (inse
 
 
 def check_placement(scenario: Scenario) -> None:
-    """Build every fleet's pools (placement, memory, packing) as a run would, skipping a
-    fleet already checked with the same content: the fleet and the workloads without
-    their arrivals and SLOs (the models and shapes placement depends on, in the
-    scenario's order). Every widget edit reruns the
+    """Resolve every fleet (placement, memory, packing, the economics checks) as a run
+    would, skipping a fleet already checked with the same content: the fleet, the
+    economics and the workloads without their arrivals and SLOs (the models and shapes
+    placement depends on, in the scenario's order). Every widget edit reruns the
     page, and a fleet of 100,000 replicas took seconds to place; a passed check is kept
     for the :data:`PLACEMENT_CACHE_SIZE` latest fleets. Failures are not kept (their
     error is raised again each time, for the message).
 
     Raises:
         UserError / PlacementError: as :func:`sim.results.tables.check_fleets`."""
-    from sim.engine.pools import build_pools
+    from sim import fleet_plan
 
     shapes = {name: wl.model_dump(mode="json", exclude={"arrival", "slo"}) for name, wl in scenario.workloads.items()}
-    for fleet in scenario.fleets:
-        key = json.dumps([fleet.model_dump(mode="json"), shapes], sort_keys=True)
+    economics = scenario.economics.model_dump(mode="json")
+    for i, fleet in enumerate(scenario.fleets):
+        key = json.dumps([fleet.model_dump(mode="json"), shapes, economics], sort_keys=True)
         if key in _placed:
             continue
-        build_pools(scenario, fleet)
+        fleet_plan.resolve_fleet(scenario, i)
         _placed[key] = None
         while len(_placed) > PLACEMENT_CACHE_SIZE:
             del _placed[next(iter(_placed))]

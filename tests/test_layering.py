@@ -1,6 +1,7 @@
 """The house rules of ``sim/``, read from the source with ``ast``: imports run downward
 only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
-``models`` → ``scenario`` → ``workloads`` → ``fleets``/``traffic`` → ``errors``), the core never imports a
+``fleet_plan`` → ``models`` → ``scenario`` → ``workloads`` → ``fleets``/``traffic`` →
+``errors``), the core never imports a
 shell or Streamlit, and there is no import circle anywhere (function-level imports count).
 """
 
@@ -21,6 +22,7 @@ LAYERS = [
     ("workloads", {"sim.workloads"}),
     ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors"}),
     ("models", {"sim.models"}),
+    ("plan", {"sim.fleet_plan"}),
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),
     ("studies", {"sim.studies"}),

@@ -15,39 +15,41 @@ import math
 
 import pandas as pd
 
-from sim.models.economics import pool_activities, pool_costs
 from sim.engine.core import FleetRun
+from sim.fleet_plan import FleetPlan
+from sim.models.economics import pool_activities, pool_costs
 from sim.results.saturation import saturation_columns
-from sim.scenario import Scenario
 
-def pool_table(run: FleetRun, scenario: Scenario, admitted: dict[str, int]) -> pd.DataFrame:
-    """Per-pool utilisation, capacity and cost rows (units in column names).
+
+def pool_table(run: FleetRun, admitted: dict[str, int]) -> pd.DataFrame:
+    """Per-pool utilisation, capacity and cost rows (units in column names), from the
+    fleet's plan (``run.plan``: layout, perf model, packing, economics) and what the run
+    measured.
 
     ``admitted`` maps a workload to its measured requests not rejected (the summary's
     accumulators count them)."""
-    window = scenario.duration_s - scenario.warmup_s
+    plan = run.plan
     rows = []
-    for pool, raw in zip(run.pool_objects, run.pools.to_dict("records")):
-        row = _pool_row(pool, raw, window, run.end_s, scenario)
-        row.update(_pool_saturation(run, pool, scenario, admitted))
+    for pool, raw in zip(plan.pools, run.pools.to_dict("records")):
+        row = _pool_row(pool, raw, plan.window.length_s, run.end_s, plan.economics)
+        row.update(_pool_saturation(run, pool, plan, admitted))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _pool_saturation(run: FleetRun, pool, scenario: Scenario, admitted: dict[str, int]) -> dict:
+def _pool_saturation(run: FleetRun, pool, plan: FleetPlan, admitted: dict[str, int]) -> dict:
     """Saturation columns (:mod:`sim.results.saturation`) of one pool, its backlog trend
     judged against the admitted arrival rate of the workloads it serves."""
-    names = list(scenario.workloads)
-    arrivals = sum(admitted.get(names[w], 0) for w in set(pool.workloads))
-    window = scenario.duration_s - scenario.warmup_s
+    arrivals = sum(admitted.get(plan.names[w], 0) for w in set(pool.workloads))
+    window = plan.window
     series = run.timeseries[run.timeseries["pool"] == pool.name] if len(run.timeseries) else run.timeseries
     if series.empty:
         return {}
-    return saturation_columns(series, pool.config.replicas, pool.config.max_batch, scenario.warmup_s,
-                              scenario.duration_s, arrivals / window)
+    return saturation_columns(series, pool.config.replicas, pool.config.max_batch, window.warmup_s,
+                              window.duration_s, arrivals / window.length_s)
 
 
-def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario) -> dict:
+def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
     replicas = pool.config.replicas
     replica_window_s = window_s * replicas
     slots = pool.config.max_batch if pool.family == "service" else 1
@@ -78,14 +80,14 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, scenario: Scenario
     busy_run = raw["busy_total_s"] / (end_s * replicas * slots) if end_s > 0 else 0.0
     a_c, a_m = pool_activities(pool, raw["busy_s"], raw["flops"], raw["bytes"])
     row.update(compute_activity=a_c, memory_activity=a_m)
-    row.update(pool_costs(pool, scenario.economics, busy, a_c, a_m))
-    run = pool_costs(pool, scenario.economics, min(busy_run, 1.0), a_c, a_m)
-    busy_all = pool_costs(pool, scenario.economics, 1.0, a_c, a_m)  # every replica busy
+    row.update(pool_costs(pool, econ, busy, a_c, a_m))
+    run = pool_costs(pool, econ, min(busy_run, 1.0), a_c, a_m)
+    busy_all = pool_costs(pool, econ, 1.0, a_c, a_m)  # every replica busy
     row.update(run_cost_usd_per_hour=run["cost_usd_per_hour"], run_own_cost_usd_per_hour=run["own_cost_usd_per_hour"],
                run_it_power_avg_w=run["it_power_avg_w"], busy_own_cost_usd_per_hour=busy_all["own_cost_usd_per_hour"])
     # the IT power line P(b) = idle + (busy - idle) x b at the run's activities: kW over time
     row.update(busy_total_s=raw["busy_total_s"], busy_slots=replicas * slots, run_end_s=end_s,
-               it_power_idle_w=pool_costs(pool, scenario.economics, 0.0, a_c, a_m)["it_power_avg_w"],
+               it_power_idle_w=pool_costs(pool, econ, 0.0, a_c, a_m)["it_power_avg_w"],
                it_power_busy_w=busy_all["it_power_avg_w"])
     return row
 

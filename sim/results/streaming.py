@@ -47,28 +47,17 @@ import pyarrow.parquet as pq
 from sim.engine.core import FleetRun
 from sim.models.economics import attribute_costs, cost_rates, held_shares
 from sim.results.metrics import fleet_table, pool_table
-from sim.results.summary import WorkloadAccumulator, feed, fleet_summary
-from sim.scenario import Scenario, fleet_workloads
-
-STREAM_AUTO_REQUESTS = 1_000_000
-"""``engine.stream: auto`` streams a run whose demand holds more requests than this."""
-
-
-def use_streaming(scenario: Scenario, total_requests: int) -> bool:
-    """Whether a run of ``total_requests`` requests streams (``engine.stream``: on, off,
-    or auto: above :data:`STREAM_AUTO_REQUESTS`)."""
-    mode = scenario.engine.stream
-    return mode == "on" or (mode == "auto" and total_requests > STREAM_AUTO_REQUESTS)
-
+from sim.fleet_plan import FleetPlan
+from sim.results.summary import accumulators, feed, fleet_summary
+from sim.scenario import Scenario
 
 class FleetStream:
     """The sink of one fleet's streamed run: raw rows and pool shares to Parquet files in
     ``directory``, accumulators per workload, replica-seconds per pool (for the bills)."""
 
-    def __init__(self, scenario: Scenario, fleet: str, directory: Path) -> None:
-        self.scenario, self.fleet = scenario, fleet
-        fleet_cfg = next(f for f in scenario.fleets if f.name == fleet)
-        self.workloads = {n: WorkloadAccumulator(scenario, n, exact=False) for n in fleet_workloads(scenario, fleet_cfg)}
+    def __init__(self, plan: FleetPlan, directory: Path) -> None:
+        self.fleet = plan.name
+        self.workloads = accumulators(plan, exact=False)
         self.rows_path = directory / f"{len(list(directory.iterdir()))}-rows.parquet"
         self.shares_path = self.rows_path.with_name(self.rows_path.name.replace("-rows", "-shares"))
         self.rows_writer = self.shares_writer = None
@@ -177,7 +166,7 @@ def assemble_streamed(scenario: Scenario, runs: list[FleetRun], streams: list[Fl
     for run, stream in zip(runs, streams):
         stream.close()
         totals = pd.Series(dict(stream.pool_totals), dtype=float)
-        table, rows = fleet_summary(scenario, run, stream.workloads, totals)
+        table, rows = fleet_summary(run, stream.workloads, totals)
         pools.append(table)
         summary += rows
         for batch in stream.costed_batches(table, run.end_s, ownership, totals):

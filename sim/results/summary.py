@@ -51,7 +51,7 @@ from ddsketch import DDSketch
 from sim.models.economics import cost_rates, held_shares
 from sim.results.metrics import pool_table
 from sim.results.stability import BATCHES, Trend, backlog_trend, interval_area
-from sim.scenario import Scenario, fleet_workloads
+from sim.fleet_plan import FleetPlan, RunWindow
 from sim.workloads import kind_of
 
 PERCENTILES = (50, 95, 99)
@@ -193,17 +193,17 @@ class WorkloadAccumulator:
     """Mergeable per-(fleet, workload) statistics of request rows (module docstring).
 
     Args:
-        scenario: the validated scenario (window, SLO, the workload's config).
+        window: the run's window (:class:`sim.fleet_plan.RunWindow`).
         name: the workload.
+        wl: its config (SLO, kind).
         exact: keep the latency samples (in-memory runs) rather than sketch them.
 
     :meth:`add` folds in a batch of the workload's rows; :meth:`merge` adds another
     accumulator of the same workload (disjoint requests: another cell or part of the run).
     """
 
-    def __init__(self, scenario: Scenario, name: str, exact: bool) -> None:
-        self.scenario, self.name = scenario, name
-        self.wl = scenario.workloads[name]
+    def __init__(self, window: RunWindow, name: str, wl, exact: bool) -> None:
+        self.window, self.name, self.wl = window, name, wl
         quantiles = ExactQuantiles if exact else SketchQuantiles
         self.counts: Counter = Counter()
         self.sums: Counter = Counter()
@@ -217,7 +217,7 @@ class WorkloadAccumulator:
     def add(self, rows: pd.DataFrame, shares: pd.DataFrame) -> None:
         """Fold in ``rows`` (this workload's request rows of one batch) and ``shares``
         (their pool-share rows, for journeys across pools)."""
-        sc, slo, c, s = self.scenario, self.wl.slo, self.counts, self.sums
+        sc, slo, c, s = self.window, self.wl.slo, self.counts, self.sums
         status = rows["status"].to_numpy()
         measured = rows["measured"].to_numpy()
         done_all = status == "completed"
@@ -312,8 +312,8 @@ class WorkloadAccumulator:
                 (:func:`sim.models.economics.cost_rates`).
             ownership: ``own`` or ``rent``: which costs are the headline ones.
         """
-        sc, wl, c, s = self.scenario, self.wl, self.counts, self.sums
-        window = sc.duration_s - sc.warmup_s
+        wl, c, s = self.wl, self.counts, self.sums
+        window = self.window.length_s
         n, done_n = c["requests"], c["completed"]
         trend = self._trend()
         in_flight = c["in_flight"]
@@ -345,7 +345,7 @@ class WorkloadAccumulator:
         return row
 
     def _trend(self) -> Trend:
-        sc = self.scenario
+        sc = self.window
         edges = np.linspace(sc.warmup_s, sc.duration_s, BATCHES + 1)
         return backlog_trend(np.diff(self.area) / np.diff(edges), sc.warmup_s, sc.duration_s,
                              self.admitted() / (sc.duration_s - sc.warmup_s))
@@ -449,28 +449,33 @@ def feed(accumulators: dict[str, WorkloadAccumulator], requests: pd.DataFrame, s
             accumulators[name].add(part, held)
 
 
-def fleet_summary(scenario: Scenario, run, accumulators: dict[str, WorkloadAccumulator],
-                  totals: pd.Series) -> tuple[pd.DataFrame, list[dict]]:
+def accumulators(plan: FleetPlan, exact: bool) -> dict[str, WorkloadAccumulator]:
+    """An empty accumulator per workload the fleet of ``plan`` serves."""
+    return {r.name: WorkloadAccumulator(plan.window, r.name, r.config, exact) for r in plan.routes}
+
+
+def fleet_summary(run, accumulators: dict[str, WorkloadAccumulator], totals: pd.Series) -> tuple[pd.DataFrame, list[dict]]:
     """One fleet's pool table and summary rows (one per workload, from its accumulators).
 
     Args:
-        run: the fleet's :class:`sim.engine.core.FleetRun` (pool totals, time series, end).
+        run: the fleet's :class:`sim.engine.core.FleetRun` (its plan, pool totals, time
+            series, end).
         totals: replica-seconds held per pool over the whole run (the costs' divisor).
     """
     admitted = {name: acc.admitted() for name, acc in accumulators.items()}
-    table = pool_table(run, scenario, admitted)
+    table = pool_table(run, admitted)
     rates = cost_rates(table, run.end_s, totals)
-    rows = [acc.row(run.fleet, run.end_s, rates, scenario.economics.ownership) for acc in accumulators.values()]
+    ownership = run.plan.economics.ownership
+    rows = [acc.row(run.fleet, run.end_s, rates, ownership) for acc in accumulators.values()]
     return table, rows
 
 
-def summarize_in_memory(scenario: Scenario, run) -> tuple[pd.DataFrame, list[dict], pd.Series]:
+def summarize_in_memory(run) -> tuple[pd.DataFrame, list[dict], pd.Series]:
     """A run held in memory as one batch of the accumulators (exact quantiles): its pool
     table, summary rows, and replica-seconds held per pool (the costs' divisor, summed as
     :func:`sim.models.economics.attribute_costs` sums them)."""
-    fleet_cfg = next(f for f in scenario.fleets if f.name == run.fleet)
-    accumulators = {n: WorkloadAccumulator(scenario, n, exact=True) for n in fleet_workloads(scenario, fleet_cfg)}
-    feed(accumulators, run.requests, run.pool_shares)
+    accs = accumulators(run.plan, exact=True)
+    feed(accs, run.requests, run.pool_shares)
     totals = held_shares(run.requests, run.pool_shares).groupby("pool")["busy_share_s"].sum()
-    table, rows = fleet_summary(scenario, run, accumulators, totals)
+    table, rows = fleet_summary(run, accs, totals)
     return table, rows, totals
