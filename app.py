@@ -27,6 +27,7 @@ from sim.results.report_html import load_sweep
 from sim.results.tables import Results, run_scenario
 from sim.scenario import parse_scenario, scenario_to_yaml
 from sim.studies.headroom import results_planner_table
+from sim.workloads import kind_of
 
 UPLOAD = "upload a scenario…"
 TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
@@ -164,13 +165,11 @@ def workload(bar: Sidebar, name: str, wl: dict) -> None:
     base = f"workloads.{name}"
     box = st.sidebar.expander(f"workload {name} ({wl['kind']})", expanded=bar.has_errors(base))
     bar.show_errors(base, box)
-    if wl["kind"] == "diffusion_lm":
-        bar.widget(box, f"{base}.steps", "text_input", "denoising steps (one value, or choices: 4, 8, 16)")
-    else:
-        bar.widget(box, f"{base}.steps", "number_input", "denoising steps (0 = model default)", min_value=0, step=1)
-    bar.widget(box, f"{base}.candidates_k", "number_input", "branching: candidates k", min_value=1, step=1)
-    bar.widget(box, f"{base}.shared_steps", "number_input", "branching: shared steps s", min_value=0, step=1)
-    bar.widget(box, f"{base}.total_steps", "number_input", "branching: total steps N", min_value=1, step=1)
+    for field, widget, label, low in kind_of(wl["kind"]).edit_fields:
+        if widget == "distribution":
+            bar.widget(box, f"{base}.{field}", "text_input", label)
+        else:
+            bar.widget(box, f"{base}.{field}", "number_input", label, min_value=low, step=1)
     for bound, label in (("ttft_s", "SLO: TTFT (s, 0 = none)"), ("tpot_s", "SLO: TPOT (s, 0 = none)"),
                          ("e2e_s", "SLO: end-to-end (s, 0 = none)")):
         bar.widget(box, f"{base}.slo.{bound}", "number_input", label, min_value=0.0, step=0.05, format="%.3f")

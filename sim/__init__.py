@@ -42,6 +42,7 @@ from pathlib import Path
 _PUBLIC = {
     "simulate": "sim.engine.core",
     "run_scenario": "sim.results.tables",
+    "resolve": "sim.fleet_plan",
     "Results": "sim.results.tables",
     "load_scenario": "sim.scenario",
     "parse_scenario": "sim.scenario",

@@ -29,11 +29,11 @@ import yaml
 
 from sim.errors import ScenarioError, UserError
 from sim.scenario import Scenario, parse_scenario
+from sim.workloads import KINDS, kind_of
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 DASHBOARD_MAX_DURATION_S = 300.0
 SYNTHETIC_ARRIVALS = ("poisson", "gamma", "mmpp")
-STEP_KINDS = ("image_diffusion", "video_diffusion")
 ECONOMICS_KEYS = ("electricity_usd_per_kwh", "pue", "depreciation_years", "facility_capex_usd_per_mw",
                   "facility_depreciation_years", "discount_rate_per_year", "network_capex_usd_per_node",
                   "maintenance_fraction_per_year", "staff_usd_per_kw_month", "other_opex_fraction_per_year")
@@ -111,13 +111,10 @@ def initial_values(data: dict, catalog=None) -> dict[str, Any]:
             values[f"traffic.share.{name}"] = 100 * rates[name] / total if total else 0.0
         elif wl["arrival"]["kind"] == "trace":
             values[f"{base}.arrival.rate_scale"] = float(wl["arrival"].get("rate_scale", 1.0))
-        if wl["kind"] == "diffusion_lm":
-            values[f"{base}.steps"] = steps_text(wl.get("steps"))
-        elif wl["kind"] in STEP_KINDS:
-            values[f"{base}.steps"] = int(wl.get("steps") or 0)
-        elif wl["kind"] == "branching_search":
-            for field in ("candidates_k", "shared_steps", "total_steps"):
-                values[f"{base}.{field}"] = int(wl[field])
+        for field, widget, _label, _low in kind_of(wl["kind"]).edit_fields:
+            value = wl.get(field)
+            values[f"{base}.{field}"] = (steps_text(value) if widget == "distribution"
+                                         else int(value or 0) if widget == "steps" else int(value))
         slo = wl.get("slo") or {}
         for bound in SLO_BOUNDS:
             values[f"{base}.slo.{bound}"] = float(slo.get(bound) or 0.0)
@@ -228,20 +225,21 @@ def _apply_workload(data: dict, name: str, values: dict[str, Any]) -> dict[str, 
     wl, base, errors = data["workloads"][name], f"workloads.{name}", {}
     if f"{base}.arrival.rate_scale" in values:
         wl["arrival"]["rate_scale"] = values[f"{base}.arrival.rate_scale"]
-    if f"{base}.steps" in values:
-        if wl["kind"] == "diffusion_lm":
+    for field, widget, _label, _low in kind_of(wl["kind"]).edit_fields:
+        key = f"{base}.{field}"
+        if key not in values:
+            continue
+        if widget == "distribution":
             try:
-                text = str(values[f"{base}.steps"]).strip()
+                text = str(values[key]).strip()
                 steps = parse_steps(text) if text else None  # empty: the catalog's default steps
-                if steps is None or steps_text(wl.get("steps")) != steps_text(steps):
-                    wl["steps"] = steps  # same text keeps the file's distribution (its weights)
+                if steps is None or steps_text(wl.get(field)) != steps_text(steps):
+                    wl[field] = steps  # same text keeps the file's distribution (its weights)
             except ValueError as err:
-                errors[f"{base}.steps"] = str(err)
+                errors[key] = str(err)
         else:
-            wl["steps"] = int(values[f"{base}.steps"]) or None
-    for field in ("candidates_k", "shared_steps", "total_steps"):
-        if f"{base}.{field}" in values:
-            wl[field] = int(values[f"{base}.{field}"])
+            number = int(values[key])
+            wl[field] = (number or None) if widget == "steps" else number  # steps 0: the model's default
     slo = dict(wl.get("slo") or {})
     for bound in SLO_BOUNDS:
         if f"{base}.slo.{bound}" in values:
@@ -348,31 +346,31 @@ _placed: dict[str, None] = {}  # fleets whose placement passed, by content (inse
 
 
 def check_placement(scenario: Scenario) -> None:
-    """Build every fleet's pools (placement, memory, packing) as a run would, skipping a
-    fleet already checked with the same content: the fleet and the workloads without
-    their arrivals and SLOs (the models and shapes placement depends on, in the
-    scenario's order). Every widget edit reruns the
+    """Resolve every fleet (placement, memory, packing, the economics checks) as a run
+    would, skipping a fleet already checked with the same content: the fleet, the
+    economics and the workloads without their arrivals and SLOs (the models and shapes
+    placement depends on, in the scenario's order). Every widget edit reruns the
     page, and a fleet of 100,000 replicas took seconds to place; a passed check is kept
     for the :data:`PLACEMENT_CACHE_SIZE` latest fleets. Failures are not kept (their
     error is raised again each time, for the message).
 
     Raises:
         UserError / PlacementError: as :func:`sim.results.tables.check_fleets`."""
-    from sim.engine.pools import build_pools
+    from sim import fleet_plan
 
     shapes = {name: wl.model_dump(mode="json", exclude={"arrival", "slo"}) for name, wl in scenario.workloads.items()}
-    for fleet in scenario.fleets:
-        key = json.dumps([fleet.model_dump(mode="json"), shapes], sort_keys=True)
+    economics = scenario.economics.model_dump(mode="json")
+    for i, fleet in enumerate(scenario.fleets):
+        key = json.dumps([fleet.model_dump(mode="json"), shapes, economics], sort_keys=True)
         if key in _placed:
             continue
-        build_pools(scenario, fleet)
+        fleet_plan.resolve_fleet(scenario, i)
         _placed[key] = None
         while len(_placed) > PLACEMENT_CACHE_SIZE:
             del _placed[next(iter(_placed))]
 
 
-_KIND_TAGS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffusion", "branching_search",
-              "service_time", "poisson", "gamma", "mmpp", "trace", "constant", "choice")
+_KIND_TAGS = (*KINDS, "poisson", "gamma", "mmpp", "trace", "constant", "choice")
 
 
 def error_path(line: str) -> tuple[str, str]:

@@ -10,28 +10,18 @@ Defaults that are facts carry their source in the field description.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from sim.errors import ScenarioError
 from sim.loader import LoadedYaml, check_file_kind, check_plain_data, dotted, load_yaml, resolve_paths
-from traffic.arrivals import ArrivalProcess as Arrival
-from traffic.distributions import (
-    AZURE_CONV_OUTPUT_LOGNORMAL,
-    AZURE_CONV_PROMPT_LOGNORMAL,
-    MAX_SAMPLED_TOKENS,
-    Distribution,
-)
+from sim.schema_errors import format_validation_error
+from sim.workloads import Workload, kind_of
+from sim.workloads.base import MAX_SPAN_S, MAX_TOKENS, Strict
 
-MAX_SPAN_S = 30 * 86400
-"""Longest duration, warm-up, drain or SLO bound (30 days, in seconds)."""
-MAX_TOKENS = MAX_SAMPLED_TOKENS
-"""Largest token count of any field or trace row (and of any draw: ``sample_tokens`` clips there)."""
 MAX_REPLICAS_PER_POOL = 100_000
 """Most replicas of one pool; also keeps two pools' replica event priorities apart
 (:func:`sim.engine.timer.replica_priority`)."""
@@ -58,159 +48,7 @@ def loading_limits() -> dict[str, int]:
             "max_tokens": MAX_TOKENS}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _azure_lognormal(dist):
-    return dist.model_copy()
-
-
-class SLO(_Strict):
-    """Service-level objectives of one workload; a request meets its SLO when every set
-    bound holds (TTFT and TPOT only apply to token-streaming workloads)."""
-
-    ttft_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="p-any bound on time to first token, s")
-    tpot_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="bound on mean time per output token, s")
-    e2e_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="bound on end-to-end latency, s")
-    target: float = Field(0.99, gt=0, le=1, description="fraction of requests that must meet it")
-
-
-class _WorkloadBase(_Strict):
-    model: str = Field(description="model key from `dcsim catalog`")
-    arrival: Arrival
-    slo: SLO = SLO()
-
-
-class AutoregressiveWorkload(_WorkloadBase):
-    """LLM requests: prefill of the prompt, then token-by-token decode with a KV cache.
-
-    ``best_of_k`` > 1 samples k branches per request (autoregressive best-of-k): the prompt
-    is prefilled once, its KV cache copied to every branch, and k sequences decode
-    side by side (k× the KV cache and decode work; the request ends with its last branch).
-
-    Default lengths are lognormals fitted to the Azure LLM inference trace 2023 (conv),
-    github.com/Azure/AzurePublicDataset (CC-BY 4.0); see traffic.distributions."""
-
-    kind: Literal["autoregressive"]
-    prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
-    output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
-    best_of_k: int = Field(1, ge=1, le=64, description="branches per request, sharing a copied prompt KV")
-
-
-class DiffusionLMWorkload(_WorkloadBase):
-    """Diffusion LM: outputs as blocks of ``block_tokens`` refined over ``steps`` denoising
-    steps each (steps drawn once per request), semi-autoregressively over blocks."""
-
-    kind: Literal["diffusion_lm"]
-    prompt_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
-    output_tokens: Distribution = Field(default_factory=lambda: _azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
-    block_tokens: int = Field(256, ge=1, le=4096)
-    steps: Distribution | None = Field(None, description="denoising steps per block; default: the model's "
-                                       "catalog default_steps (LLaDA-8B: 32)")
-
-
-class _PictureWorkload(_WorkloadBase):
-    """Shared fields of image/video generation: resolution, frames and the compound
-    pipeline (text encoder → denoiser × steps → safety filter → VAE decode)."""
-
-    cfg: bool | None = Field(None, description="classifier-free guidance; default: the model's")
-    cfg_mode: Literal["batched", "sequential"] | None = Field(
-        None, description="CFG passes in one doubled batch or one after the other; default: the model's reference code "
-        "(Wan 2.1: sequential; others: batched)")
-    height_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
-    width_px: int | None = Field(None, ge=64, le=16_384, description="default: the model's reference")
-    frames: int | None = Field(None, ge=1, le=10_000, description="video frames; default: the model's reference")
-    pipeline: bool = Field(
-        True, description="run the text encoder, safety filter and VAE decoder stages, not only the denoiser"
-    )
-
-
-class ImageDiffusionWorkload(_PictureWorkload):
-    """Image diffusion: a compound pipeline whose denoiser runs ``steps`` forwards (two
-    per step with CFG)."""
-
-    kind: Literal["image_diffusion"]
-    steps: int | None = Field(None, ge=1, le=10_000, description="default: the model's")
-
-
-class VideoDiffusionWorkload(ImageDiffusionWorkload):
-    kind: Literal["video_diffusion"]  # type: ignore[assignment]
-
-
-class VerifierConfig(_Strict):
-    """A verifier that scores every candidate after the denoising steps listed in
-    ``checkpoints``. A check fails with probability ``fail_probability``; a failed
-    candidate is re-noised ``backtrack_steps`` steps back, denoised again and re-checked,
-    at most ``retry_budget`` times per checkpoint (depth-first backtracking)."""
-
-    model: str = "verifier"
-    checkpoints: list[int] | None = Field(None, description="steps after which to verify; default [total_steps]")
-    fail_probability: float = Field(0.0, ge=0, lt=1)
-    backtrack_steps: int = Field(5, ge=1, le=10_000)
-    retry_budget: int = Field(2, ge=0, le=100)
-
-
-class BranchingSearchWorkload(_PictureWorkload):
-    """k candidates share the first s of N denoising steps, then fork (multiplier
-    m = k − (k−1)·s/N of one trajectory's denoiser FLOP, before backtracking); a verifier
-    scores them at checkpoints and the best of k is returned."""
-
-    kind: Literal["branching_search"]
-    candidates_k: int = Field(4, ge=1, le=1024)
-    shared_steps: int = Field(40, ge=0, le=10_000)
-    total_steps: int = Field(50, ge=1, le=10_000)
-    verifier: VerifierConfig | None = None
-
-    @model_validator(mode="after")
-    def _shared_within_total(self) -> "BranchingSearchWorkload":
-        if self.shared_steps > self.total_steps:
-            raise ValueError(
-                f"shared_steps (={self.shared_steps}) must be <= total_steps (={self.total_steps})"
-            )
-        if self.verifier and self.verifier.checkpoints:
-            bad = [c for c in self.verifier.checkpoints if not self.shared_steps <= c <= self.total_steps]
-            if bad or sorted(set(self.verifier.checkpoints)) != self.verifier.checkpoints:
-                raise ValueError(
-                    f"verifier.checkpoints must be increasing steps between shared_steps "
-                    f"(={self.shared_steps}) and total_steps (={self.total_steps}); got {self.verifier.checkpoints}"
-                )
-        return self
-
-    @property
-    def checkpoints(self) -> list[int]:
-        if self.verifier is None:
-            return []
-        return self.verifier.checkpoints or [self.total_steps]
-
-
-class ServiceTimeWorkload(_Strict):
-    """A request that holds one batch slot of a replica for a sampled service time.
-
-    Not a model of any real job: it exists so the engine can be checked against queueing
-    theory (M/M/c with exponential service, Erlang-C)."""
-
-    kind: Literal["service_time"]
-    arrival: Arrival
-    service_s: Distribution
-    slo: SLO = SLO()
-    model: None = None
-
-
-Workload = Annotated[
-    Union[
-        AutoregressiveWorkload,
-        DiffusionLMWorkload,
-        ImageDiffusionWorkload,
-        VideoDiffusionWorkload,
-        BranchingSearchWorkload,
-        ServiceTimeWorkload,
-    ],
-    Field(discriminator="kind"),
-]
-
-
-class PoolConfig(_Strict):
+class PoolConfig(Strict):
     """Identical replicas of one model on one accelerator type.
 
     Serving defaults follow vLLM's engine arguments (max_num_seqs 256,
@@ -249,7 +87,7 @@ class PoolConfig(_Strict):
     rack_power_budget_kw: float | None = Field(None, gt=0, le=10_000)
 
 
-class FleetConfig(_Strict):
+class FleetConfig(Strict):
     """One hardware mix: pools plus the routing policy that spreads arrivals over them."""
 
     name: str = Field(min_length=1)
@@ -272,7 +110,7 @@ class FleetConfig(_Strict):
         return self
 
 
-class Economics(_Strict):
+class Economics(Strict):
     """Datacenter cost, financing and power inputs. Defaults and their sources
     (../shared/data/reference/economics.csv unless stated):
 
@@ -320,7 +158,7 @@ class Economics(_Strict):
     facility_power_limit_mw: float | None = Field(None, gt=0, le=1e5)
 
 
-class EngineConfig(_Strict):
+class EngineConfig(Strict):
     mode: Literal["fast", "exact"] = Field(
         "fast",
         description="fast: a replica advances many iterations per SimPy event; "
@@ -333,7 +171,7 @@ class EngineConfig(_Strict):
     )
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     """Everything one run needs. Times in seconds.
 
     Requests arrive during [0, duration_s); statistics cover those that arrived in
@@ -369,28 +207,12 @@ class Scenario(_Strict):
             raise ValueError(f"fleet names must be unique; repeated: {dupes}")
         for fleet in self.fleets:
             _check_serves(self, fleet)
-        _check_genai_replays(self)
+        for name, wl in self.workloads.items():
+            kind_of(wl).check_arrival(name, wl)
         _check_sizes(self)
         for name, wl in self.workloads.items():
-            _check_count_distributions(name, wl)
+            kind_of(wl).check(name, wl)
         return self
-
-
-def _check_genai_replays(scenario: "Scenario") -> None:
-    """``format: genai_csv`` (an image-generation trace) shapes image_diffusion requests only."""
-    for name, wl in scenario.workloads.items():
-        if getattr(wl.arrival, "format", None) == "genai_csv" and wl.kind != "image_diffusion":
-            raise ValueError(
-                f"workloads.{name}.arrival: format genai_csv replays image-generation requests; "
-                f"workload kind must be image_diffusion, got {wl.kind}"
-            )
-
-
-STAGES = {
-    "image_diffusion": ("encode", "denoise", "safety", "decode"),
-    "video_diffusion": ("encode", "denoise", "decode"),
-    "branching_search": ("encode", "denoise", "verify", "safety", "decode"),
-}
 
 
 def split_serves(entry: str) -> tuple[str, str | None]:
@@ -426,7 +248,7 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                     f"workloads are: {known}"
                 )
             if stage is not None:
-                allowed = STAGES.get(scenario.workloads[name].kind, ())
+                allowed = kind_of(scenario.workloads[name]).stages
                 if stage not in allowed or stage == "denoise":
                     raise ValueError(
                         f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
@@ -442,7 +264,7 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                 f"({pool.serves}); give stages their own pool"
             )
         models = {scenario.workloads[n].model for n in main}
-        kinds = {_engine_family(scenario.workloads[n].kind) for n in main}
+        kinds = {kind_of(scenario.workloads[n]).family for n in main}
         if len(models) > 1 or len(kinds) > 1:
             raise ValueError(
                 f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
@@ -476,161 +298,6 @@ def _check_sizes(scenario: Scenario) -> None:
         )
 
 
-MAX_DIFFUSION_LM_STEPS = 10_000
-
-
-def _support_max(dist) -> float:
-    """Largest value ``dist`` can draw (inf for unbounded supports)."""
-    kind = dist.kind
-    if kind == "constant":
-        return dist.value
-    if kind == "uniform":
-        return dist.high
-    if kind == "lognormal":
-        return math.inf if dist.max is None else dist.max
-    values = getattr(dist, "values", None)
-    return max(values) if values else math.inf
-
-
-def _explicit_values(dist) -> list[float]:
-    if dist.kind == "constant":
-        return [dist.value]
-    return list(getattr(dist, "values", None) or [])
-
-
-def _check_count_distributions(name: str, wl) -> None:
-    """Token counts within [0, MAX_TOKENS] (larger would overflow the engine's int64
-    arithmetic): a distribution that can draw more (its largest value: a constant, a
-    choice or empirical value, uniform ``high``, lognormal ``max``) is refused, and so is
-    an unbounded one (exponential, lognormal without ``max``) whose mean is beyond it;
-    an unbounded tail's rare draws above it are clipped by
-    :func:`traffic.distributions.sample_tokens`. Diffusion-LM steps integers in
-    [1, MAX_DIFFUSION_LM_STEPS] from a bounded distribution (0.3 or 1e12 steps are
-    refused, not rounded)."""
-    for field in ("prompt_tokens", "output_tokens"):
-        dist = getattr(wl, field, None)
-        if isinstance(dist, BaseModel):
-            try:
-                mean = float(dist.mean)
-            except (OverflowError, ValueError):
-                mean = math.inf
-            high = float(dist.observed().max()) if dist.kind == "empirical" else _support_max(dist)
-            if not mean <= MAX_TOKENS or (math.isfinite(high) and high > MAX_TOKENS):
-                raise ValueError(f"workloads.{name}.{field}: token counts must be at most {MAX_TOKENS:,}; this "
-                                 f"distribution draws up to {high:g} (mean {mean:g}): lower it")
-    steps = getattr(wl, "steps", None)
-    if wl.kind == "diffusion_lm" and isinstance(steps, BaseModel):
-        high = _support_max(steps)
-        bad = [v for v in _explicit_values(steps) if v != int(v) or not 1 <= v <= MAX_DIFFUSION_LM_STEPS]
-        if bad or not high <= MAX_DIFFUSION_LM_STEPS or (steps.kind == "uniform" and steps.low < 1):
-            raise ValueError(f"workloads.{name}.steps: denoising steps must be whole numbers from 1 to "
-                             f"{MAX_DIFFUSION_LM_STEPS:,} drawn from a bounded distribution (constant, choice, "
-                             f"uniform, or lognormal with max); got {steps.model_dump(exclude_defaults=True)}")
-
-
-def _engine_family(kind: str) -> str:
-    """Workload kinds that can share a replica's serving loop."""
-    return {"autoregressive": "ar", "service_time": "service"}.get(kind, "step")
-
-
-def _yaml_path(loc: tuple, data: Any) -> tuple:
-    """The path of ``loc`` in the input as written: pydantic inserts union tags (the
-    ``kind`` value) and validator names into ``loc``; they are not keys of the input."""
-    path, node = [], data
-    for part in loc:
-        if isinstance(node, dict) and part in node:
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, dict) and part in (node.get("kind"), node.get("format")) or not isinstance(node, (dict, list)):
-            continue  # a union tag: the kind of a workload or arrival, the format of a trace
-        elif isinstance(part, str) and ("[" in part or "-" in part):
-            continue  # validator labels such as function-after[...]
-        else:
-            path.append(part)  # a missing required field
-            node = None
-    return tuple(path)
-
-
-def _leading_path(msg: str, data: Any) -> tuple:
-    """``("workloads", "chat", "steps")`` from a message ``"workloads.chat.steps: ..."``
-    whose first word is a dotted path starting at a top-level key of ``data``; else ``()``."""
-    head = msg.split(": ", 1)[0] if ": " in msg else ""
-    if not head or " " in head or not isinstance(data, dict) or head.split(".")[0] not in data:
-        return ()
-    return tuple(int(p) if p.isdigit() else p for p in head.split("."))
-
-
-def _members(annotation) -> list:
-    """The types an annotation admits: unions, Optional and Annotated unwrapped."""
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        return _members(get_args(annotation)[0])
-    if origin in (Union, UnionType):
-        return [m for a in get_args(annotation) for m in _members(a)]
-    return [annotation]
-
-
-def _is_model(t) -> bool:
-    return isinstance(t, type) and issubclass(t, BaseModel)
-
-
-def _step(t, part) -> list:
-    """The types at ``part`` below type ``t`` (a model field, a dict value, a list item, or
-    the member of a tagged union whose ``kind``/``format`` literal is ``part``)."""
-    if _is_model(t):
-        for name, f in t.model_fields.items():
-            if part in (name, f.alias):
-                return _members(f.annotation)
-            if get_origin(f.annotation) is Literal and part in get_args(f.annotation):
-                return [t]  # a union tag in pydantic's loc: stay on this member
-        return []
-    args = get_args(t)
-    if get_origin(t) is dict and len(args) == 2:
-        return _members(args[1])
-    if get_origin(t) is list and args and isinstance(part, int):
-        return _members(args[0])
-    return []
-
-
-def valid_fields(model: type, loc: tuple) -> list[str]:
-    """Field names (YAML spelling) allowed beside the unknown field at ``loc`` (its last
-    part), found by walking ``model``'s annotations; [] when the walk gets lost."""
-    types = [model]
-    for part in loc[:-1]:
-        types = [n for t in types for n in _step(t, part)]
-    names = {f.alias or name for t in types if _is_model(t) for name, f in t.model_fields.items()}
-    return sorted(names)
-
-
-def format_validation_error(err: ValidationError, source: str, data: Any = None,
-                            loaded: LoadedYaml | None = None, model: type | None = None) -> str:
-    """One line per problem: ``source[:line]: field.path: message (got value)``; an
-    unknown field also lists the valid ones (walked from ``model``, default
-    :class:`Scenario` when ``err`` is about one)."""
-    model = model or (Scenario if err.title == "Scenario" else None)
-    lines = []
-    for e in err.errors():
-        path = _yaml_path(tuple(e["loc"]), data) if data is not None else tuple(e["loc"])
-        if e["type"] in ("union_tag_invalid", "union_tag_not_found"):  # name the discriminating field
-            tag = str(e.get("ctx", {}).get("discriminator", "")).strip("'\"")
-            if tag and (not path or path[-1] != tag):
-                path = (*path, tag)
-        msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
-        if not path:  # a cross-field check: its message starts with the field path when it has one
-            path = _leading_path(msg, data)
-            msg = msg if not path else msg.split(": ", 1)[1]
-        line = loaded.line_of(path) if loaded and path else None
-        got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) or not e["loc"] else f" (got {got!r})"
-        if e["type"] == "extra_forbidden" and model is not None and (allowed := valid_fields(model, tuple(e["loc"]))):
-            shown += f"; valid fields here: {', '.join(allowed)}"
-        lines.append(f"{source}{f':{line}' if line else ''}: {dotted(path)}: {msg}{shown}")
-    return "\n".join(lines)
-
-
 def parse_scenario(data: Any, source: str = "<scenario>", loaded: LoadedYaml | None = None) -> Scenario:
     """Validate a mapping (e.g. parsed YAML) into a :class:`Scenario`, strictly: a number
     is a number and a bool a bool (``"10"``, ``true`` for a count, ``4.0`` for an integer
@@ -646,7 +313,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", loaded: LoadedYaml | N
     try:
         scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as err:
-        raise ScenarioError(format_validation_error(err, source, data, loaded)) from None
+        raise ScenarioError(format_validation_error(err, source, data, loaded, Scenario)) from None
     check_catalog_refs(scenario, source, loaded)
     return scenario
 
@@ -671,14 +338,6 @@ def scenario_to_yaml(scenario: Scenario) -> str:
 
 # --- catalog references -------------------------------------------------------------
 
-MODEL_KINDS = {
-    "autoregressive": ("autoregressive",),
-    "diffusion_lm": ("diffusion_lm",),
-    "image_diffusion": ("image_diffusion",),
-    "video_diffusion": ("video_diffusion",),
-    "branching_search": ("image_diffusion", "video_diffusion"),
-}
-"""The catalog model kinds each workload kind can run (its denoiser or LLM)."""
 VERIFIER_KINDS = ("verifier",)
 
 
@@ -699,8 +358,9 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         raise ScenarioError(f"{source}{f':{line}' if line else ''}: {dotted(path)}: {message}")
 
     for name, wl in scenario.workloads.items():
-        if wl.kind in MODEL_KINDS:
-            _check_model(catalog, wl.model, MODEL_KINDS[wl.kind], f"workload '{name}' ({wl.kind})",
+        model_kinds = kind_of(wl).model_kinds
+        if model_kinds:
+            _check_model(catalog, wl.model, model_kinds, f"workload '{name}' ({wl.kind})",
                          ("workloads", name, "model"), fail)
         verifier = getattr(wl, "verifier", None)
         if verifier is not None:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from fleets.catalog_io import load_catalog
-from sim.engine.pools import build_pools
+from sim.fleet_plan import resolve_fleet
 from sim.errors import PlacementError
 from sim.scenario import parse_scenario
 
@@ -269,7 +269,7 @@ def squeeze(data: dict) -> None:
             pool["memory_utilization"] = (low + high) / 2
             sc = parse_scenario(data, "generated")
             try:
-                build_pools(sc, sc.fleets[0])
+                resolve_fleet(sc, 0).pools
                 high = pool["memory_utilization"]
             except PlacementError:
                 low = pool["memory_utilization"]
@@ -283,7 +283,7 @@ def placeable(data: dict) -> bool:
     for _ in range(8):
         sc = parse_scenario(data, "generated")
         try:
-            build_pools(sc, sc.fleets[0])
+            resolve_fleet(sc, 0).pools
             return True
         except PlacementError as err:
             pools = data["fleets"][0]["pools"]

@@ -1,12 +1,13 @@
 """The house rules of ``sim/``, read from the source with ``ast``: imports run downward
-only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` → fleet
-layout (``fleets.placement``, ``fleets.packing``) → ``models`` → ``scenario`` → catalog
-data (the rest of ``fleets``) / ``traffic`` → ``errors``), the core never imports a shell
-or Streamlit, and there is no import circle anywhere (function-level imports count).
+only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
+``fleet_plan`` → fleet layout (``fleets.placement``, ``fleets.packing``) → ``models`` →
+``scenario`` → ``workloads`` → catalog data (the rest of ``fleets``) / ``traffic`` →
+``errors``), the core never imports a shell or Streamlit, and there is no import circle
+anywhere (function-level imports count).
 
 ``fleets`` is split in two: its catalog records and their loaders are data that the models
 read, while placement and packing check a pool's layout with the rules of
-:mod:`sim.models.parallelism`, so they sit above the models and below the engine.
+:mod:`sim.models.parallelism`, so they sit above the models and below the plan.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ PACKAGES = ("sim", "fleets", "traffic")
 LAYERS = [
     ("errors", {"sim.errors"}),
     ("catalog/traffic", {"fleets", "traffic"}),
-    ("scenario", {"sim.scenario", "sim.loader"}),
+    ("workloads", {"sim.workloads"}),
+    ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors"}),
     ("models", {"sim.models"}),
     ("fleet layout", {"fleets.placement", "fleets.packing"}),
+    ("plan", {"sim.fleet_plan"}),
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),
     ("studies", {"sim.studies"}),

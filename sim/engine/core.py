@@ -1,12 +1,15 @@
-"""``simulate(scenario, fleet)``: one fleet serving the scenario's demand in SimPy.
+"""``run_fleet(plan, demand)``: one fleet serving the scenario's demand in SimPy.
 
-The heart of dcsim. It does no file I/O and keeps no global state; for a given scenario
-and seed it is deterministic. A run:
+The heart of dcsim. It does no file I/O and keeps no global state; for a given plan and
+demand it is deterministic. A run:
 
-1. builds the fleet's pools (placement checks, perf model, KV/activation capacity);
-2. starts one arrival process per workload and one router per workload;
+1. takes the fleet's resolved plan (:class:`sim.fleet_plan.FleetPlan`: pools laid out,
+   routes of the workloads) and builds its replicas and routers;
+2. starts one arrival process per workload;
 3. runs until ``duration_s`` (arrivals stop), then drains for at most ``drain_s``;
 4. returns flat per-request and per-pool rows as DataFrames.
+
+:func:`simulate` is the same from a scenario (it resolves the fleet's plan first).
 
 Requests are objects only while in flight: each one's outcome becomes a row of NumPy
 columns when it finishes (:mod:`sim.engine.outcomes`). With a ``sink`` the rows are handed
@@ -25,12 +28,11 @@ import numpy as np
 import pandas as pd
 
 from fleets.catalog import Catalog
-
 from fleets.catalog_io import load_catalog
 from sim.engine.demand import DemandStream, WorkloadDemand, demand_streams, generate_demand
 from sim.engine.journey import Handoffs, JourneyPlanner
 from sim.engine.outcomes import Outcomes
-from sim.engine.pools import Pool, build_pools, picture_shapes
+from sim.engine.pools import Pool
 from sim.engine.replica_ar import ARReplica
 from sim.engine.replica_service import ServiceReplica
 from sim.engine.replica_step import StepReplica
@@ -39,8 +41,9 @@ from sim.engine.router import Router
 from sim.engine.run import RunContext, events_processed
 from sim.engine.timer import Rearmable
 from sim.errors import PlacementError
-from sim.scenario import STAGES, FleetConfig, Scenario, fleet_workloads, split_serves
-from sim.engine.shapes import STAGE_CODES, picture_shape
+from sim.fleet_plan import FleetPlan, RunWindow, WorkloadRoute, resolve_fleet
+from sim.scenario import Scenario, split_serves
+from sim.workloads import kind_of
 
 ProgressFn = Callable[[float, int], None]
 RowSink = Callable[[pd.DataFrame, pd.DataFrame], None]
@@ -62,7 +65,7 @@ class FleetRun:
     events: int
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
     pool_shares: pd.DataFrame = field(default_factory=pd.DataFrame)
-    pool_objects: list = field(default_factory=list, repr=False)
+    plan: FleetPlan | None = field(default=None, repr=False)
     streamed: bool = False
 
 
@@ -75,15 +78,40 @@ def simulate(
     progress: ProgressFn | None = None,
     sink: RowSink | None = None,
 ) -> FleetRun:
-    """Run ``scenario``'s demand through one of its fleets.
+    """Resolve one of ``scenario``'s fleets (:func:`sim.fleet_plan.resolve_fleet`) and run
+    the demand through it (:func:`run_fleet`).
 
     Args:
-        scenario: a validated scenario.
         fleet: fleet name or index into ``scenario.fleets``.
-        demand: per workload, its :class:`WorkloadDemand` (drawn in memory, shared
-            across fleets) or :class:`DemandStream` (drawn as the run reaches it);
-            drawn from the seed if None (as streams when ``sink`` is given).
+        demand: as for :func:`run_fleet`; drawn from the seed if None (as streams when
+            ``sink`` is given).
         catalog: accelerator/model catalog (the packaged one if None).
+
+    Raises:
+        KeyError: no such fleet.
+        UserError / PlacementError: the fleet cannot be built.
+    """
+    index = _fleet_index(scenario, fleet)
+    plan = resolve_fleet(scenario, index, catalog or load_catalog())
+    if demand is None:  # streamed: drawn window by window as the run reaches it
+        demand = generate_demand(scenario) if sink is None else demand_streams(scenario)
+    return run_fleet(plan, demand, progress=progress, sink=sink)
+
+
+def run_fleet(
+    plan: FleetPlan,
+    demand: dict[str, WorkloadDemand | DemandStream],
+    *,
+    progress: ProgressFn | None = None,
+    sink: RowSink | None = None,
+) -> FleetRun:
+    """Run ``demand`` through the fleet of ``plan``.
+
+    Args:
+        plan: the fleet resolved (:func:`sim.fleet_plan.resolve_fleet`).
+        demand: per workload of the scenario, its :class:`WorkloadDemand` (drawn in
+            memory, shared across fleets) or :class:`DemandStream` (drawn as the run
+            reaches it).
         progress: called as ``progress(sim_time_s, requests_finished)`` about 200 times.
         sink: if given, ``sink(requests, pool_shares)`` receives the request rows in
             batches of up to :data:`sim.engine.outcomes.CHUNK_ROWS` (completion order;
@@ -95,42 +123,37 @@ def simulate(
         a reason, or in_flight) and ``pools`` (one row per pool, raw window totals).
 
     Raises:
-        UserError / PlacementError: the fleet cannot be built.
+        PlacementError: a replayed request asks for more images than a pool's max_batch.
     """
-    fleet_cfg = _pick_fleet(scenario, fleet)
-    catalog = catalog or load_catalog()
-    pools = build_pools(scenario, fleet_cfg, catalog)
-    if demand is None:  # streamed: drawn window by window as the run reaches it
-        demand = generate_demand(scenario) if sink is None else demand_streams(scenario)
-    _check_images_fit(fleet_cfg, demand)
-    run = RunContext(scenario.warmup_s, scenario.duration_s, scenario.engine.mode == "exact")
+    _check_images_fit(plan, demand)
+    window = plan.window
+    run = RunContext(window.warmup_s, window.duration_s, window.exact)
+    pools = [Pool(p) for p in plan.pools]
     for pool in pools:
         cls = _REPLICA_TYPES[pool.family]
         pool.replicas = [cls(run, pool, i) for i in range(pool.config.replicas)]
-    names = list(scenario.workloads)
-    shapes = picture_shapes(scenario, catalog)
-    handoffs = Handoffs(run, {names.index(n): sh.latent_bytes for n, sh in shapes.items()})
+    handoffs = Handoffs(run, {r.index: r.shape.latent_bytes for r in plan.routes if r.shape is not None})
     for pool in pools:
         pool.on_leg_done = lambda req, pool=pool: handoffs.leg_done(pool, req)
     routers: dict[tuple, Router] = {}
-    first_id = 0
-    served = set(fleet_workloads(scenario, fleet_cfg))
-    total = run.outstanding = sum(len(demand[n]) for n in served)
-    frames = _Frames(names, scenario, pools, fleet_cfg.name)
+    routes = {r.name: r for r in plan.routes}
+    total = run.outstanding = sum(len(demand[n]) for n in routes)
+    frames = _Frames(plan, pools)
     outcomes = run.outcomes = Outcomes(
-        0 if sink is not None else _id_space(demand, names),
+        0 if sink is not None else _id_space(demand, plan.names),
         None if sink is None else (lambda cols, shares: sink(frames.requests(cols), frames.shares(shares))),
     )
-    for w, name in enumerate(names):
-        if name in served:
-            entry = _entry(scenario, fleet_cfg, pools, w, name, shapes.get(name), routers, run, catalog)
-            _ArrivalFeed(run, w, first_id, demand[name], entry, scenario.workloads[name], outcomes)
+    first_id = 0
+    for w, name in enumerate(plan.names):
+        if name in routes:
+            entry = _entry(routes[name], pools, routers, run, plan.router)
+            _ArrivalFeed(run, w, first_id, demand[name], entry, routes[name].config, outcomes)
         first_id += len(demand[name])
-    run.env.process(_stop_arrivals(run, scenario.duration_s))
-    interval = scenario.sample_interval_s or scenario.duration_s / SAMPLES_WINDOW
+    run.env.process(_stop_arrivals(run, window.duration_s))
+    interval = window.sample_interval_s or window.duration_s / SAMPLES_WINDOW
     sampler = _Sampler(run, pools, list(routers.values()), interval)
     run.env.process(sampler.process())
-    _run(run, scenario, total, progress)
+    _run(run, window, total, progress)
     for pool in pools:  # a drain that ran out leaves runs of iterations half done
         for replica in pool.replicas:
             replica.settle()
@@ -141,19 +164,19 @@ def simulate(
     else:
         cols, shares = Outcomes(0).columns()
     return FleetRun(
-        fleet=fleet_cfg.name,
+        fleet=plan.name,
         requests=frames.requests(cols),
-        pools=_pools_frame(pools, fleet_cfg.name),
+        pools=_pools_frame(pools, plan.name),
         end_s=run.env.now,
         events=events_processed(run.env),
-        timeseries=sampler.frame(fleet_cfg.name),
+        timeseries=sampler.frame(plan.name),
         pool_shares=frames.shares(shares),
-        pool_objects=pools,
+        plan=plan,
         streamed=sink is not None,
     )
 
 
-def _id_space(demand: dict, names: list[str]) -> int | np.ndarray:
+def _id_space(demand: dict, names) -> int | np.ndarray:
     """The request ids of an in-memory run: their count when they are consecutive from
     0, else (windows carrying ``request_id``, a cell's share) the sorted ids."""
     if all(getattr(d, "request_id", None) is None for d in demand.values()):
@@ -161,28 +184,28 @@ def _id_space(demand: dict, names: list[str]) -> int | np.ndarray:
     return np.concatenate([demand[n].request_id for n in names])
 
 
-def _check_images_fit(fleet_cfg: FleetConfig, demand: dict[str, WorkloadDemand | DemandStream]) -> None:
+def _check_images_fit(plan: FleetPlan, demand: dict[str, WorkloadDemand | DemandStream]) -> None:
     """A replayed request of n images runs n samples at once: every pool running its
     per-sample stages needs max_batch >= n, or the request could never be admitted."""
     for name, d in demand.items():
         most = d.most_images()
         if most <= 1:
             continue
-        for pool in fleet_cfg.pools:
+        for pool in (p.config for p in plan.pools):
             stages = [split_serves(e)[1] for e in pool.serves if split_serves(e)[0] == name]
             if stages and any(s != "encode" for s in stages) and pool.max_batch < most:
                 raise PlacementError(
-                    f"fleet '{fleet_cfg.name}' pool '{pool.name}': max_batch (={pool.max_batch}) is smaller than "
+                    f"fleet '{plan.name}' pool '{pool.name}': max_batch (={pool.max_batch}) is smaller than "
                     f"the {most} images per prompt that workload '{name}' replays; set max_batch >= {most}"
                 )
 
 
-def _pick_fleet(scenario: Scenario, fleet: str | int) -> FleetConfig:
+def _fleet_index(scenario: Scenario, fleet: str | int) -> int:
     if isinstance(fleet, int):
-        return scenario.fleets[fleet]
-    for f in scenario.fleets:
+        return fleet
+    for i, f in enumerate(scenario.fleets):
         if f.name == fleet:
-            return f
+            return i
     raise KeyError(f"no fleet named {fleet!r}; fleets: {[f.name for f in scenario.fleets]}")
 
 
@@ -194,19 +217,15 @@ def _router(routers: dict, key_pools: list[Pool], w: int, policy: str, run: RunC
     return routers[key]
 
 
-def _entry(scenario, fleet_cfg, pools, w, name, shape, routers, run, catalog=None):
-    """How workload ``w``'s arrivals enter the fleet: its main router, or (pipelines) a
-    journey planner whose first leg names the router."""
-    main = [p for p in pools if name in p.config.serves]
-    if shape is None:
-        return _router(routers, main, w, fleet_cfg.router, run)
-    wl = scenario.workloads[name]
-    by_stage = {}
-    for stage in STAGES[wl.kind]:
-        serving = [p for p in pools if stage in p.stages.get(w, ())]
-        by_stage[STAGE_CODES[stage]] = run.routers.index(_router(routers, serving or main, w, fleet_cfg.router, run))
-    variants = {c: picture_shape(wl.model_copy(update={"cfg": c}), catalog) for c in (False, True)} if catalog else {}
-    return JourneyPlanner(wl, shape, by_stage, variants)
+def _entry(route: WorkloadRoute, pools: list[Pool], routers: dict, run: RunContext, policy: str):
+    """How a workload's arrivals enter the fleet: its main router, or (pipelines) a
+    journey planner whose legs name the routers of its stages."""
+    main = [pools[i] for i in route.main]
+    if route.shape is None:
+        return _router(routers, main, route.index, policy, run)
+    by_stage = {code: run.routers.index(_router(routers, [pools[i] for i in serving], route.index, policy, run))
+                for code, serving in route.stages.items()}
+    return JourneyPlanner(route.config, route.shape, by_stage, dict(route.variants))
 
 
 FEED_WINDOW = 4096
@@ -390,7 +409,7 @@ def _stop_arrivals(run: RunContext, duration_s: float):
         run.drained.succeed()
 
 
-def _run(run: RunContext, scenario: Scenario, total: int, progress: ProgressFn | None) -> None:
+def _run(run: RunContext, window: RunWindow, total: int, progress: ProgressFn | None) -> None:
     """Run the event loop in 200 chunks of simulated time (progress is reported between).
 
     Python's cyclic garbage collector is paused inside a chunk and collects the young
@@ -401,7 +420,7 @@ def _run(run: RunContext, scenario: Scenario, total: int, progress: ProgressFn |
     per request, 16 replicas: ~3 µs). Cyclic garbage is still collected, once per chunk;
     a caller that had the collector off keeps it off."""
     env = run.env
-    end = scenario.duration_s + scenario.drain_s
+    end = window.duration_s + window.drain_s
     chunk = end / 200.0
     t = 0.0
     collecting = gc.isenabled()
@@ -428,9 +447,12 @@ def _until(run: RunContext, t: float):
 class _Frames:
     """Outcome columns (:mod:`sim.engine.outcomes`) to the request and pool-share tables."""
 
-    def __init__(self, names: list[str], scenario: Scenario, pools: list[Pool], fleet: str) -> None:
-        self.names, self.scenario, self.fleet = names, scenario, fleet
-        self.kinds = np.array([scenario.workloads[n].kind for n in names], dtype=object)
+    def __init__(self, plan: FleetPlan, pools: list[Pool]) -> None:
+        self.names, self.window, self.fleet = list(plan.names), plan.window, plan.name
+        kinds = [kind_of(w) for w in plan.workload_configs]
+        self.kinds = np.array([k.kind for k in kinds], dtype=object)
+        self.ttft_kinds = [k.kind for k in kinds if k.has_ttft]
+        self.tpot_kinds = [k.kind for k in kinds if k.has_tpot]
         self.pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
         self.accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
         self.status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
@@ -442,7 +464,7 @@ class _Frames:
                              "busy_share_s": shares["busy_share_s"]})
 
     def requests(self, raw: dict) -> pd.DataFrame:
-        scenario = self.scenario
+        window = self.window
         w, pool = raw["workload"], raw["pool"]
         df = pd.DataFrame(
             {
@@ -478,12 +500,13 @@ class _Frames:
         df["ttft_s"] = df["first_token_at_s"] - df["arrival_at_s"]
         df["e2e_s"] = df["done_at_s"] - df["arrival_at_s"]
         df["queue_s"] = df["admitted_at_s"] - df["arrival_at_s"]
-        streamed = df["kind"] == "autoregressive"
+        streamed = df["kind"].isin(self.tpot_kinds)
         decode_tokens = (df["output_tokens"] - 1).where(df["output_tokens"] > 1)
         df["tpot_s"] = ((df["done_at_s"] - df["first_token_at_s"]) / decode_tokens).where(streamed)
-        df.loc[~df["kind"].isin(["autoregressive", "diffusion_lm"]), "ttft_s"] = math.nan
-        df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(df["kind"].isin(["autoregressive", "diffusion_lm"]))
-        df["measured"] = (df["arrival_at_s"] >= scenario.warmup_s) & (df["arrival_at_s"] < scenario.duration_s)
+        has_ttft = df["kind"].isin(self.ttft_kinds)
+        df.loc[~has_ttft, "ttft_s"] = math.nan
+        df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(has_ttft)
+        df["measured"] = (df["arrival_at_s"] >= window.warmup_s) & (df["arrival_at_s"] < window.duration_s)
         return df
 
 

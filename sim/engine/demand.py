@@ -28,7 +28,8 @@ import numpy as np
 from fleets.catalog_io import load_catalog
 
 from sim.scenario import Scenario
-from traffic.distributions import sample_tokens
+from sim.workloads import kind_of
+from sim.workloads.base import Draws, RequestShapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,40 +152,19 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
     """Workload ``name``'s requests, one window per arrival chunk (module docstring).
     The arrival process is set up (and its input errors raised) at the call."""
     wl = scenario.workloads[name]
-    rng_arrival, rng_prompt, rng_output, rng_steps, rng_service, rng_verify = _streams(scenario.seed, name)
+    kind = kind_of(wl)
+    rng_arrival, *others = _streams(scenario.seed, name)
+    draws = Draws(*others)
     chunks = wl.arrival.arrival_chunks(rng_arrival, scenario.duration_s)
-    default_steps = None
-    if wl.kind == "diffusion_lm" and wl.steps is None:  # the catalog's default steps for this model
-        default_steps = load_catalog().model(wl.model).default_steps or 1
+    default_steps = kind.default_steps(wl, load_catalog())
 
     def draw() -> Iterator[WorkloadDemand]:
         for chunk in chunks:
-            arrival_s, rows = np.asarray(chunk.times_s, dtype=float), chunk.rows
-            n = len(arrival_s)
-            zeros = np.zeros(n, dtype=np.int64)
-            prompt, output, steps, service = zeros, zeros, zeros, np.zeros(n)
-            if wl.kind in ("autoregressive", "diffusion_lm"):
-                prompt = sample_tokens(wl.prompt_tokens, rng_prompt, n)
-                output = sample_tokens(wl.output_tokens, rng_output, n)
-                if wl.arrival.kind == "trace":
-                    trace_prompt, trace_output = wl.arrival.lengths_of(rows)
-                    if "prompt_tokens" not in wl.model_fields_set:
-                        prompt = np.asarray(trace_prompt, dtype=np.int64)
-                    if "output_tokens" not in wl.model_fields_set:
-                        output = np.asarray(trace_output, dtype=np.int64)
-            if wl.kind == "diffusion_lm":
-                steps = (np.full(n, default_steps, dtype=np.int64) if default_steps is not None
-                         else sample_tokens(wl.steps, rng_steps, n))
-            if wl.kind == "service_time":
-                service = np.asarray(wl.service_s.sample(rng_service, n), dtype=float)
-            draws = _verifier_failures(wl, rng_verify, n)
-            images = cfg = None
-            if getattr(wl.arrival, "format", None) == "genai_csv":
-                # a genai_csv replay: per-request steps (unless the workload sets them), images, CFG
-                shapes = wl.arrival.request_shapes(rows)
-                steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else shapes["steps"]
-                images, cfg = shapes["images"], shapes["cfg"]
-            yield WorkloadDemand(name, wl.kind, arrival_s, prompt, output, steps, service, draws, images, cfg)
+            arrival_s = np.asarray(chunk.times_s, dtype=float)
+            shapes = RequestShapes(len(arrival_s))
+            kind.draw(wl, shapes, chunk.rows, draws, default_steps)
+            yield WorkloadDemand(name, wl.kind, arrival_s, shapes.prompt, shapes.output, shapes.steps,
+                                 shapes.service, shapes.draws, shapes.images, shapes.cfg)
 
     return draw()
 
@@ -202,18 +182,6 @@ def concatenate_windows(parts: list[WorkloadDemand]) -> WorkloadDemand:
     merged = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(WorkloadDemand)
               if isinstance(getattr(parts[0], f.name), np.ndarray)}
     return replace(parts[0], **merged)
-
-
-def _verifier_failures(wl, rng: np.random.Generator, n: int) -> np.ndarray | None:
-    """Branching search with a fallible verifier: for every request, checkpoint and
-    candidate, how many checks fail before one passes (geometric with failure
-    probability p), capped at the retry budget. Shape (n, checkpoints, k), int16."""
-    verifier = getattr(wl, "verifier", None)
-    if wl.kind != "branching_search" or verifier is None or verifier.fail_probability == 0:
-        return None
-    shape = (n, len(wl.checkpoints), wl.candidates_k)
-    failures = rng.geometric(1.0 - verifier.fail_probability, size=shape) - 1
-    return np.minimum(failures, verifier.retry_budget).astype(np.int16)
 
 
 def generate_demand(scenario: Scenario) -> dict[str, WorkloadDemand]:

@@ -1,6 +1,6 @@
 """Multi-stage journeys: which pool runs each pipeline stage, and the hand-offs between.
 
-A request of an image/video/search workload runs a list of phases (``sim.engine.shapes``);
+A request of an image/video/search workload runs a list of phases (``sim.workloads.phases``);
 each phase's stage (encode, denoise, verify, safety, decode) is served by a router
 (the pools placed for that stage, or the workload's main pools). Consecutive phases on
 the same router form one *leg*. When a leg ends on one pool and the next leg runs
@@ -12,7 +12,9 @@ accelerator type, otherwise the sender's scale-out NIC), then the receiving pool
 from __future__ import annotations
 
 from sim.engine.request import COMPLETED, Request
-from sim.engine.shapes import STAGE, PictureShape, picture_phases, request_phases
+from sim.workloads.phases import STAGE
+from sim.workloads import picture_phases, request_phases
+from sim.workloads.picture import PictureShape
 
 
 class JourneyPlanner:

@@ -2,7 +2,7 @@
 diffusion pipelines, branching search and its verifier).
 
 Each admitted request runs the phases of its current *leg* (the part of its journey
-placed on this pool, see :mod:`sim.engine.shapes`); a phase is ``steps`` forwards of ``width``
+placed on this pool, see :mod:`sim.workloads.phases`); a phase is ``steps`` forwards of ``width``
 samples. Every batch step advances every member by one step, so members at different
 steps of different requests share one forward (step-level batching).
 
@@ -33,7 +33,7 @@ from collections import deque
 
 from sim.engine.completion_heap import CompletionHeap
 from sim.engine.request import Request, RouterFacing
-from sim.engine.shapes import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, STAGE, STEPS, TOKENS, VERIFY, WIDTH
+from sim.workloads.phases import ACT, BYTES, DENOISE, FIRST_OUTPUT, FLOPS, KERNEL, STAGE, STEPS, TOKENS, VERIFY, WIDTH
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
 

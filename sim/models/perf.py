@@ -355,7 +355,7 @@ class StagePerf:
 
 class StagePerfs:
     """The roofline model each phase of a step-batched replica runs at, by the tuple of model
-    keys the phase names (:data:`sim.engine.shapes.KERNEL`).
+    keys the phase names (:data:`sim.workloads.phases.KERNEL`).
 
     The replica's own model (the denoiser, or the stage a stage pool was placed for) uses
     the pool's :class:`PerfModel`; a co-located stage (text encoders, VAE decoder, safety

@@ -18,19 +18,13 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from fleets.catalog import perf_band
-from sim.results.report_text import MISSING, TOKEN_KINDS, human, percent, rejections, seconds, usd
+from sim.results.report_text import MISSING, human, percent, rejections, seconds, usd
+from sim.scenario import split_serves
+from sim.workloads import KINDS
 
 PALETTE = qualitative.D3
 CDF_POINTS = 400
 LATENCY_LABELS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
-KIND_SHORT = {
-    "autoregressive": "AR", "diffusion_lm": "diffusion LM", "image_diffusion": "image",
-    "video_diffusion": "video", "branching_search": "search", "service_time": "service",
-}
-KIND_SYMBOLS = {
-    "autoregressive": "circle", "diffusion_lm": "diamond", "image_diffusion": "square",
-    "video_diffusion": "triangle-up", "branching_search": "star", "service_time": "x",
-}
 UTILISATION_COLUMNS = {
     "busy_fraction": "busy", "mfu": "MFU", "bandwidth_utilisation": "memory-BW utilisation",
     "hbm_mean_fraction": "HBM mean", "hbm_peak_fraction": "HBM peak",
@@ -328,12 +322,21 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
 
 # --- roofline -----------------------------------------------------------------------
 
+def kind_label(kind: str | None, default: str) -> str:
+    """Short chart label of a workload kind ("AR", "image"; kinds joined by "+" keep the
+    "+"); ``default`` when there is none."""
+    if not kind:
+        return default
+    parts = kind.split("+")
+    return "+".join(KINDS[k].label for k in parts) if all(k in KINDS for k in parts) else kind
+
+
 def pool_kinds(scenario) -> dict[tuple[str, str], str]:
     """(fleet, pool) -> workload kind(s) it serves, e.g. 'autoregressive'."""
     kinds = {}
     for fleet in scenario.fleets:
         for pool in fleet.pools:
-            served = dict.fromkeys(scenario.workloads[w].kind for w in pool.serves)
+            served = dict.fromkeys(scenario.workloads[split_serves(w)[0]].kind for w in pool.serves)
             kinds[(fleet.name, pool.name)] = "+".join(served)
     return kinds
 
@@ -365,7 +368,7 @@ def roofline(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[st
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=str(fleet), legendgroup="fleets",
                                  marker=dict(color=colors.get(fleet), size=11)))
     for kind in dict.fromkeys(kinds.get((f, p), "") for f, p in zip(pools["fleet"], pools["pool"])):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=KIND_SHORT.get(kind, kind or "pool"),
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind_label(kind, "pool"),
                                  legendgroup="kinds", marker=dict(color="#777", size=11, symbol=_symbol(kind))))
     fig.update_xaxes(type="log", dtick=1, title_text="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", dtick=1, tickformat="~s", title_text="achieved FLOP/s per accelerator (FLOP/s)")
@@ -383,14 +386,15 @@ def roofline_title(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tu
         ridge = acc.peak_flops(p["precision"]) / acc.memory_bw_bytes_per_s
         side = "memory-bound" if p["arithmetic_intensity_flop_per_byte"] < ridge else "compute-bound"
         kind = kinds.get((p["fleet"], p["pool"]), "")
-        bound[side].append(KIND_SHORT.get(kind, kind or str(p["pool"])))
+        bound[side].append(kind_label(kind, str(p["pool"])))
     parts = [f"{side}: " + ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in pd.Series(labels).value_counts(sort=False).items())
              for side, labels in bound.items() if labels]
     return "Roofline: " + ("; ".join(parts) if parts else "no pool did work")
 
 
 def _symbol(kind: str) -> str:
-    return KIND_SYMBOLS.get(kind.split("+")[0], "circle")
+    first = kind.split("+")[0]
+    return KINDS[first].marker if first in KINDS else "circle"
 
 
 def _add_roof(fig: go.Figure, acc, key: str, precision: str, intensity: np.ndarray, dash: str) -> None:
@@ -407,7 +411,7 @@ def _add_roof(fig: go.Figure, acc, key: str, precision: str, intensity: np.ndarr
 def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, kind: str, colors: Mapping[str, str]) -> None:
     chip = accelerators[p["accelerator"]].peak_flops(p["precision"])
     per_chip = p["achieved_flops_per_s"] * chip / p["peak_flops_per_s"]
-    label = KIND_SHORT.get(kind, kind or str(p["pool"]))
+    label = kind_label(kind, str(p["pool"]))
     fig.add_trace(go.Scatter(
         x=[p["arithmetic_intensity_flop_per_byte"]], y=[per_chip], mode="markers+text",
         name=str(p["fleet"]), legendgroup="fleets", showlegend=False,
@@ -456,7 +460,7 @@ def pareto_latency(kind: str | None) -> str:
     ``kind``: p99 TTFT for token workloads (autoregressive, diffusion_lm: the wait before
     the first token), p99 E2E for the others (or an unknown kind). The one rule for the
     ``Pareto`` flag ``dcsim sweep`` prints and the Pareto chart."""
-    return "ttft_p99_s" if kind in TOKEN_KINDS else "e2e_p99_s"
+    return "ttft_p99_s" if kind in KINDS and KINDS[kind].per_token else "e2e_p99_s"
 
 
 def pareto_front(sweep: pd.DataFrame, workload: str, latency: str | None = None,

@@ -13,11 +13,9 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from sim.results.tables import Results
+from sim.workloads import kind_of
 
 MISSING = "—"
-# Cost column of the workload table: per-item kinds show $/item, token kinds $/1M tokens.
-PER_ITEM_LABEL = {"image_diffusion": "$/image", "video_diffusion": "$/video", "branching_search": "$/search"}
-TOKEN_KINDS = ("autoregressive", "diffusion_lm")
 
 
 # --- numbers ------------------------------------------------------------------------
@@ -99,7 +97,7 @@ def _tails(row: pd.Series, metric: str, scale: float) -> str:
 def _has_metric(g: pd.DataFrame, metric: str, kind: str) -> bool:
     """E2E always; TTFT/TPOT for token kinds or whenever some fleet reports them."""
     cols = [f"{metric}_p{p}_s" for p in (50, 95, 99)]
-    return metric == "e2e" or kind in TOKEN_KINDS or bool(g[cols].notna().to_numpy().any())
+    return metric == "e2e" or kind_of(kind).per_token or bool(g[cols].notna().to_numpy().any())
 
 
 def _status(row: pd.Series) -> str:
@@ -138,6 +136,7 @@ def _misses(row: pd.Series) -> str:
 def workload_table(name: str, g: pd.DataFrame) -> str:
     """One workload across fleets: latency tails, throughput, SLO, costs, status."""
     kind = str(g["kind"].iloc[0])
+    spec = kind_of(kind)
     headers, columns = ["fleet"], [list(g["fleet"].astype(str))]
     for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")):
         if not _has_metric(g, metric, kind):
@@ -146,11 +145,9 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         unit, scale = _latency_unit(values)
         headers.append(f"{label} p50/p95/p99 ({unit})")
         columns.append([_tails(r, metric, scale) for _, r in g.iterrows()])
-    if kind == "image_diffusion" and "queue_p50_s" in g:  # images may queue behind multi-image requests
-        values = pd.concat([g[f"queue_p{p}_s"] for p in (50, 95, 99)])
-        unit, scale = _latency_unit(values)
-        headers += [f"queue p50/p95/p99 ({unit})", "images/s"]
-        columns += [[_tails(r, "queue", scale) for _, r in g.iterrows()], [human(v) for v in g["images_per_s"]]]
+    for header, values in spec.report_columns(g, FORMATS, after="tails"):
+        headers.append(header)
+        columns.append(values)
     target = percent(g["slo_target"].iloc[0], decimals=None)
     headers += ["req/s offered / served / goodput", "rejected", f"SLO met (target {target})",
                 "misses TTFT/TPOT/E2E/rejected/unfinished", "$/request"]
@@ -161,29 +158,25 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
         [_misses(r) for _, r in g.iterrows()],
         [usd(v) for v in g["cost_per_request_usd"]],
     ]
-    if kind in TOKEN_KINDS:
+    if spec.per_token:
         headers.append("$/1M output tokens")
         columns.append([usd(v) for v in g["cost_per_1m_output_tokens_usd"]])
-    elif kind in PER_ITEM_LABEL:
-        headers.append(PER_ITEM_LABEL[kind])
-        images = kind == "image_diffusion" and "cost_per_image_usd" in g
-        per_item = g["cost_per_image_usd"] if images else g["cost_per_request_usd"]
+    elif spec.item:
+        headers.append(f"$/{spec.item}")
+        per_item = g[spec.cost_per_item_column] if spec.cost_per_item_column in g else g["cost_per_request_usd"]
         columns.append([usd(v) for v in per_item])
     if "energy_per_request_j" in g:
-        per_token = kind in TOKEN_KINDS
-        unit = "J/output token" if per_token else PER_ITEM_LABEL.get(kind, "$/request").replace("$", "J")
+        unit = "J/output token" if spec.per_token else f"J/{spec.item or 'request'}"
         headers.append(f"IT energy ({unit})")
-        columns.append([human(v) for v in g["energy_per_output_token_j" if per_token else "energy_per_request_j"]])
-    if kind == "branching_search":
-        headers += ["compute × (measured / formula)", "verifier calls", "hand-offs (transfer / queue)"]
-        columns += [
-            [f"{human(r['compute_multiplier_measured'])} / {human(r['compute_multiplier_formula'])}" for _, r in g.iterrows()],
-            [human(v) for v in g["verifier_calls_per_request"]],
-            [_handoffs(r) for _, r in g.iterrows()],
-        ]
-    elif (g.get("handoffs_per_request", pd.Series(dtype=float)).fillna(0) > 0).any():
+        columns.append([human(v) for v in g["energy_per_output_token_j" if spec.per_token else "energy_per_request_j"]])
+    extra = spec.report_columns(g, FORMATS, after="costs")
+    for header, values in extra:
+        headers.append(header)
+        columns.append(values)
+    if not any(h.startswith("hand-offs") for h, _ in extra) and (
+            g.get("handoffs_per_request", pd.Series(dtype=float)).fillna(0) > 0).any():
         headers.append("hand-offs (transfer / queue)")
-        columns.append([_handoffs(r) for _, r in g.iterrows()])
+        columns.append([handoffs(r) for _, r in g.iterrows()])
     headers.append("status")
     columns.append([_status(r) for _, r in g.iterrows()])
     right = [0 < i < len(headers) - 1 for i in range(len(headers))]
@@ -195,13 +188,27 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
     return text
 
 
-def _handoffs(row: pd.Series) -> str:
+def handoffs(row: pd.Series) -> str:
     """Mean hand-offs per request, with the mean time in transfer and in the receiving
     pools' queues."""
     n = row.get("handoffs_per_request")
     if _missing(n) or n == 0:
         return "none"
     return f"{human(n)} ({seconds(row['handoff_transfer_s_mean'])} / {seconds(row['handoff_queue_s_mean'])})"
+
+
+class _Formats:
+    """The text formats a workload kind's own report columns use
+    (:meth:`sim.workloads.base.WorkloadKind.report_columns`)."""
+
+    human = staticmethod(lambda x: human(x))
+    usd = staticmethod(lambda x: usd(x))
+    handoffs = staticmethod(lambda row: handoffs(row))
+    tails = staticmethod(lambda row, metric, scale: _tails(row, metric, scale))
+    latency_unit = staticmethod(lambda values: _latency_unit(values))
+
+
+FORMATS = _Formats()
 
 
 def _count(n, noun: str) -> str:

@@ -1,22 +1,22 @@
-"""Run every fleet of a scenario on the same demand and assemble the tables."""
+"""The tables of a scenario run (:class:`Results`), assembled from its fleets' outcomes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
-from sim.errors import UserError
-from sim.engine.demand import demand_streams, generate_demand
-from sim.engine.core import FleetRun, simulate
-from sim.engine.pools import build_pools
-from sim.results.metrics import costed_requests, fleet_table, pool_table, workload_summary
-from sim.results.streaming import FleetStream, StreamSpool, assemble_streamed, use_streaming
+from sim.engine.core import FleetRun
+from sim.engine.runner import ProgressFactory
+from sim.engine.runner import run_scenario as engine_run
+from sim.fleet_plan import resolve
+from sim.models.economics import attribute_costs
+from sim.results.metrics import fleet_table
+from sim.results.summary import summarize_in_memory
+from sim.results.streaming import FleetStream, StreamSpool, assemble_streamed
 from sim.scenario import Scenario
-
-ProgressFactory = Callable[[str, float, int], Callable[[float, int], None]]
 
 
 @dataclass
@@ -51,41 +51,34 @@ class Results:
 
 
 def check_fleets(scenario: Scenario) -> None:
-    """Build every fleet's pools up front so placement errors surface before any run.
+    """Resolve every fleet (:func:`sim.fleet_plan.resolve`) so placement errors surface
+    before any run.
 
     Raises:
         UserError / PlacementError: naming the fleet, the pool and the problem."""
-    for fleet in scenario.fleets:
-        build_pools(scenario, fleet)
+    resolve(scenario)
 
 
 def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) -> Results:
-    """Simulate every fleet on the same demand: one draw held in memory, or, when the
-    run streams, drawn window by window for each fleet in turn (identical requests).
+    """Simulate every fleet on the same demand (:func:`sim.engine.runner.run_scenario`)
+    and tabulate the outcomes: in memory, or streamed through a :class:`FleetStream` per
+    fleet into a temporary spool (:mod:`sim.results.streaming`).
 
     Args:
         progress: ``progress(fleet_name, duration_s, total_requests)`` returns the
-            per-fleet callback passed to :func:`sim.engine.core.simulate`.
+            per-fleet callback passed to :func:`sim.engine.core.run_fleet`.
     """
-    check_fleets(scenario)
-    demand = demand_streams(scenario)  # counted by a pass over the arrivals alone
-    total = sum(len(d) for d in demand.values())
-    if total == 0:
-        raise UserError(f"no request arrives in duration_s={scenario.duration_s:g} s (seed {scenario.seed}) for "
-                        f"workloads {list(scenario.workloads)}; raise an arrival rate or duration_s")
-    stream = use_streaming(scenario, total)
-    if not stream:  # drawn once in memory and shared by the fleets; a streamed run draws as it goes
-        demand = generate_demand(scenario)
-    spool = StreamSpool() if stream else None
-    runs, sinks = [], []
-    for fleet in scenario.fleets:
-        callback = progress(fleet.name, scenario.duration_s + scenario.drain_s, total) if progress else None
-        sink = FleetStream(scenario, fleet.name, spool.path) if stream else None
-        runs.append(simulate(scenario, fleet.name, demand=demand, progress=callback, sink=sink))
-        sinks.append(sink)
-    if stream:
-        return _assemble_streamed(scenario, runs, sinks, spool)
-    return assemble_results(scenario, runs)
+    spool: list[StreamSpool] = []
+
+    def sink_for(plan) -> FleetStream:
+        if not spool:
+            spool.append(StreamSpool())
+        return FleetStream(plan, spool[0].path)
+
+    run = engine_run(scenario, progress, sink_for)
+    if run.streamed:
+        return _assemble_streamed(scenario, run.runs, run.sinks, spool[0])
+    return assemble_results(scenario, run.runs)
 
 
 def _assemble_streamed(scenario: Scenario, runs: list[FleetRun], sinks: list, spool) -> Results:
@@ -105,25 +98,28 @@ def _assemble_streamed(scenario: Scenario, runs: list[FleetRun], sinks: list, sp
 
 
 def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
-    """The tables of a scenario from its fleets' runs (one :class:`FleetRun` per fleet,
-    in the scenario's fleet order): pool rows, costed request rows, the summary."""
-    requests, pools, series, events, ends = [], [], [], {}, {}
+    """The tables of a scenario from its fleets' runs held in memory (one
+    :class:`FleetRun` per fleet, in the scenario's fleet order): pool rows, costed request
+    rows, and the summary (each run one batch of :mod:`sim.results.summary`'s accumulators)."""
+    requests, pools, summary, series, events, ends = [], [], [], [], {}, {}
     for run in runs:
-        table = pool_table(run, scenario)
+        table, rows, totals = summarize_in_memory(run)
         pools.append(table)
-        requests.append(costed_requests(run, table, scenario.economics.ownership))
+        summary += rows
+        requests.append(attribute_costs(run.requests, table, run.end_s, run.pool_shares,
+                                        scenario.economics.ownership, totals))
         series.append(run.timeseries)
         events[run.fleet] = run.events
         ends[run.fleet] = run.end_s
     requests_df = pd.concat(requests, ignore_index=True)
     pools_df = pd.concat(pools, ignore_index=True)
-    summary = workload_summary(requests_df, scenario, ends)
+    summary_df = pd.DataFrame(summary)
     return Results(
         scenario=scenario,
         requests=requests_df,
         pools=pools_df,
-        summary=summary,
-        fleets=fleet_table(pools_df, summary, scenario.economics),
+        summary=summary_df,
+        fleets=fleet_table(pools_df, summary_df, scenario.economics),
         events=events,
         end_s=ends,
         timeseries=pd.concat(series, ignore_index=True),

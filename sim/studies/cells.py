@@ -39,7 +39,7 @@ latency tails, SLO attainment and costs are then computed from the merged rows e
 as for a whole run.
 
 **Streaming.** When the run streams (``engine.stream: on``, or ``auto`` above
-:data:`sim.results.streaming.STREAM_AUTO_REQUESTS` requests of demand) no request row
+:data:`sim.engine.runner.STREAM_AUTO_REQUESTS` requests of demand) no request row
 reaches the client. Each cell, on its worker, streams its rows (already given their
 global ids and replica indices) into a :class:`~sim.results.streaming.FleetStream` in
 a directory of its own under the run's spool (``cell-FFF-CCCCC/``) and returns only the
@@ -71,13 +71,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sim.engine.core import FleetRun, simulate
+from sim.engine.core import FleetRun, run_fleet
 from sim.engine.demand import CellShare, DemandStream, demand_streams
-from sim.engine.pools import build_pools
+from sim.engine.runner import use_streaming
 from sim.errors import UserError
+from sim.fleet_plan import FleetPlan, resolve_fleet
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
-from sim.results.streaming import FleetStream, StreamSpool, fleet_summary, use_streaming, write_costed
+from sim.results.streaming import FleetStream, StreamSpool, write_costed
+from sim.results.summary import fleet_summary
 from sim.results.tables import Results, assemble_results, check_fleets
 from sim.scenario import Scenario, parse_scenario
 
@@ -158,8 +160,9 @@ def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
         requests["replica"] = np.where(requests["replica"] >= 0, requests["replica"] + shift, requests["replica"])
         return requests, shares
 
+    plan = resolve_fleet(local, 0)
     if task.spool is None:
-        run = simulate(local, task.fleet, demand={n: d.in_memory() for n, d in demand.items()})
+        run = run_fleet(plan, {n: d.in_memory() for n, d in demand.items()})
         requests, shares = globalise(run.requests, run.pool_shares)
         return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares)
     if not Path(task.spool).is_dir():
@@ -170,9 +173,9 @@ def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
             f"share, or run without streaming (engine.stream: off)")
     directory = Path(task.spool) / f"cell-{task.fleet_index:03d}-{task.cell:05d}"
     directory.mkdir()
-    stream = FleetStream(scenario, task.fleet, directory)
-    run = simulate(local, task.fleet, demand=demand, sink=lambda r, s: stream(*globalise(r, s)))
-    stream.close()  # the pool objects (live SimPy state) stay on the worker
+    stream = FleetStream(plan, directory)
+    run = run_fleet(plan, demand, sink=lambda r, s: stream(*globalise(r, s)))
+    stream.close()  # the cell's plan stays on the worker: the client merges onto the whole fleet's
     return FleetRun(run.fleet, run.requests, run.pools, run.end_s, run.events, run.timeseries, run.pool_shares,
                     streamed=True), stream
 
@@ -202,8 +205,9 @@ def cost_cell(task: CostTask) -> int:
     return n
 
 
-def merge_cells(runs: list[FleetRun], pool_objects: list) -> FleetRun:
-    """One fleet's run from its cells' runs (see module docstring, *Merging*)."""
+def merge_cells(runs: list[FleetRun], plan: FleetPlan) -> FleetRun:
+    """One fleet's run from its cells' runs (see module docstring, *Merging*), with the
+    whole fleet's ``plan``."""
     requests = pd.concat([r.requests for r in runs], ignore_index=True)
     requests = requests.sort_values("request_id", kind="stable", ignore_index=True)
     pools = pd.concat([r.pools for r in runs], ignore_index=True)
@@ -216,7 +220,7 @@ def merge_cells(runs: list[FleetRun], pool_objects: list) -> FleetRun:
     if len(shares):
         shares = shares.sort_values(["request_id"], kind="stable", ignore_index=True)
     return FleetRun(runs[0].fleet, requests, merged, max(r.end_s for r in runs), sum(r.events for r in runs),
-                    series, shares, pool_objects)
+                    series, shares, plan)
 
 
 def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -251,7 +255,7 @@ def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _streams(scenario: Scenario) -> bool:
-    """Whether this cell run streams (:func:`sim.results.streaming.use_streaming` on the
+    """Whether this cell run streams (:func:`sim.engine.runner.use_streaming` on the
     whole demand; ``auto`` counts it by a pass over the arrivals)."""
     mode = scenario.engine.stream
     if mode != "auto":
@@ -298,7 +302,7 @@ def _run_checked(scenario: Scenario, cells: int, executor) -> Results:
     outcomes = _map(executor, run_cell, tasks)
     per_fleet = [outcomes[i * cells:(i + 1) * cells] for i in range(len(scenario.fleets))]
     if spool is None:
-        runs = [merge_cells(own, build_pools(scenario, fleet)) for own, fleet in zip(per_fleet, scenario.fleets)]
+        runs = [merge_cells(own, resolve_fleet(scenario, i)) for i, own in enumerate(per_fleet)]
         return assemble_results(scenario, runs)
     return _assemble_streamed_cells(scenario, cells, per_fleet, spool, executor)
 
@@ -312,11 +316,12 @@ def _assemble_streamed_cells(scenario: Scenario, cells: int, per_fleet: list, sp
     parts.mkdir()
     runs, pools, summary, costs, empty = [], [], [], [], None
     for i, (own, fleet) in enumerate(zip(per_fleet, scenario.fleets)):
-        run = merge_cells([r for r, _ in own], build_pools(scenario, fleet))
+        run = merge_cells([r for r, _ in own], resolve_fleet(scenario, i))
         merged = copy.deepcopy(own[0][1])  # cell 0's own stream still goes to its cost task
         for _, stream in own[1:]:
             merged.merge(stream)
-        table, rows, totals = fleet_summary(scenario, run, merged)
+        totals = pd.Series(dict(merged.pool_totals), dtype=float)
+        table, rows = fleet_summary(run, merged.workloads, totals)
         runs.append(run)
         pools.append(table)
         summary += rows

@@ -59,7 +59,8 @@ from scipy.stats import poisson
 from fleets.catalog import Catalog, default_kv_precision
 from sim.studies.calibration import Point, family
 from sim.engine.core import simulate
-from sim.engine.shapes import BYTES, FLOPS, KERNEL, STEPS, TOKENS, picture_phases, picture_shape
+from sim.workloads.phases import BYTES, FLOPS, KERNEL, STEPS, TOKENS
+from sim.workloads import picture_phases, picture_shape
 from sim.models.parallelism import allowed_tp, stored_kv_bytes_per_token
 from sim.models.perf import PerfModel, StagePerfs
 from sim.scenario import parse_scenario

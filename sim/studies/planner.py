@@ -176,11 +176,11 @@ def dense_pool_cost(pool, econ: Economics) -> float:
 
 def packed_fleet(spec: PlanSpec, plan: dict[str, Counts]) -> tuple[float, float]:
     """(full-load $/hour, facility MW) of ``plan`` as one fleet, pools packed together."""
-    from sim.engine.core import build_pools
+    from sim.fleet_plan import resolve_fleet
     from sim.models.economics import pool_costs
 
     sc = scenario_data(spec, {w: spec.demand[w] for w in plan}, plan, spec.seed, "plan fleet", facility_limit=False)
-    pools = build_pools(sc, sc.fleets[0])
+    pools = resolve_fleet(sc, 0).pools
     cost = sum(pool_costs(p, sc.economics, 1.0)["full_load_cost_usd_per_hour"] for p in pools)
     it_w = sum(p.share.it_power_max_w for p in pools if p.share is not None)
     return cost, it_w * sc.economics.pue / 1e6
@@ -246,11 +246,11 @@ class WorkloadSearch:
                              facility_limit=False)
 
     def _feasible(self, acc: str) -> bool:
-        from sim.engine.core import build_pools
+        from sim.fleet_plan import resolve_fleet
 
         try:
             sc = self._scenario({acc: 1})
-            pool = build_pools(sc, sc.fleets[0])[0]
+            pool = resolve_fleet(sc, 0).pools[0]
         except UserError:
             return False
         if pool.layout is None:
@@ -265,13 +265,13 @@ class WorkloadSearch:
         node-level costs charged per accelerator slot (as if the pool's nodes were
         shared with the fleet's other pools of that type; the fleet is costed packed
         in :func:`choose_fleet`)."""
-        from sim.engine.core import build_pools
+        from sim.fleet_plan import resolve_fleet
 
         if n == 0:
             return 0.0
         if (acc, n) not in self.costs:
             sc = self._scenario({acc: n})
-            pool = build_pools(sc, sc.fleets[0])[0]
+            pool = resolve_fleet(sc, 0).pools[0]
             self.costs[acc, n] = dense_pool_cost(pool, sc.economics)
         return self.costs[acc, n]
 

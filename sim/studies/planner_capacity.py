@@ -14,22 +14,17 @@ output's KV while the engine's blocks grow with the tokens generated so far.
   k·N − (k−1)·s); capacity = b / (m · t_step(b)).
 - diffusion LM: blocks of L tokens at mean context, E[steps] steps per block.
 
-Any shape the estimate does not know gives ``inf`` (lower bound of one replica).
+Any shape the estimate does not know gives ``inf`` (lower bound of one replica). Each
+workload kind's terms live with the kind (:meth:`sim.workloads.base.WorkloadKind.capacity_rps`,
+:meth:`~sim.workloads.base.WorkloadKind.floor_terms`).
 """
 
 from __future__ import annotations
 
 import math
 
-from sim.engine.shapes import cfg_mode
 from sim.models.perf import PerfModel
-
-
-def _mean(dist) -> float:
-    try:
-        return float(dist.mean)
-    except (NotImplementedError, AttributeError, TypeError):
-        return math.nan
+from sim.workloads import kind_of
 
 
 def replica_capacity_rps(workload, pool) -> float:
@@ -38,54 +33,10 @@ def replica_capacity_rps(workload, pool) -> float:
     if perf is None:
         return math.inf
     try:
-        if workload.kind == "autoregressive":
-            value = _ar_capacity(workload, pool, perf)
-        elif workload.kind == "diffusion_lm":
-            value = _dlm_capacity(workload, pool, perf)
-        else:
-            value = _picture_capacity(workload, pool, perf)
+        value = kind_of(workload).capacity_rps(workload, pool, perf)
     except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         return math.inf
     return value if value > 0 and math.isfinite(value) else math.inf
-
-
-def _ar_capacity(workload, pool, perf: PerfModel) -> float:
-    prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
-    batch = pool.config.max_batch
-    if perf.kv_bytes_per_token > 0 and pool.kv_capacity_blocks:
-        kv_tokens = pool.kv_capacity_blocks * pool.config.kv_block_tokens
-        batch = max(1, min(batch, int(kv_tokens // (prompt + output))))
-    decode = perf.decode_time_s(batch, batch * (prompt + output / 2.0))
-    return 1.0 / (perf.prefill_time_s(max(int(prompt), 1)) + output * decode / batch)
-
-
-def _picture_capacity(workload, pool, perf: PerfModel) -> float:
-    model = perf.model
-    guidance, passes, sample_steps = _picture_work(workload, model)
-    act = (model.activation_bytes_per_sample or 0.0) * guidance
-    tokens = (model.latent_tokens or 0) * guidance
-    batch = pool.config.max_batch
-    if act > 0:
-        batch = max(1, min(batch, int(pool.free_bytes // act)))
-    flops = model.flops_per_step * guidance
-    step = perf.time_s(batch * flops, perf.weight_bytes_read(batch * tokens) + batch * act, batch * tokens)
-    return batch / (sample_steps * passes * step)
-
-
-def _dlm_capacity(workload, pool, perf: PerfModel) -> float:
-    prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
-    block = workload.block_tokens
-    blocks = math.ceil(output / block)
-    context = prompt + block * (blocks - 1) / 2.0
-    per_request = perf.kv_bytes_per_token * (prompt + blocks * block)
-    batch = pool.config.max_batch
-    if per_request > 0:
-        batch = max(1, min(batch, int(pool.free_bytes // per_request)))
-    flops = perf.linear_flops_per_token * block + perf.attn_flops_per_pair * block * (context + block)
-    bytes_moved = perf.kv_bytes_per_token * (context + block)
-    step = perf.time_s(batch * flops, perf.weight_bytes_read(batch * block) + batch * bytes_moved, batch * block)
-    steps = _mean(workload.steps) if workload.steps is not None else (perf.model.default_steps or 1)
-    return batch / (blocks * steps * step + perf.prefill_time_s(max(int(prompt), 1)))
 
 
 # --- a true lower bound ------------------------------------------------------------------
@@ -119,49 +70,10 @@ def replica_seconds_floor(workload, pool) -> float:
         return 0.0
     batch = max(int(pool.config.max_batch), 1)
     try:
-        if workload.kind == "autoregressive":
-            flops, forwards = _ar_floor_terms(workload, perf)
-        elif workload.kind == "diffusion_lm":
-            flops, forwards = _dlm_floor_terms(workload, perf)
-        else:
-            flops, forwards = _picture_floor_terms(workload, perf)
+        flops, forwards = kind_of(workload).floor_terms(workload, perf)
     except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         return 0.0
     compute = flops / perf.compute_rate
     memory = forwards / batch * perf.weight_bytes_read(1.0) / perf.mem_rate
     value = max(compute, memory) + forwards / batch * (perf.overhead_s + perf.comm_time_s(1.0))
     return value if value > 0 and math.isfinite(value) else 0.0
-
-
-def _ar_floor_terms(workload, perf: PerfModel) -> tuple[float, float]:
-    """(linear FLOP of one request: 2·N_active·(P + O), forwards its sequence is in: O)."""
-    prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
-    return perf.linear_flops_per_token * (prompt + output), output
-
-
-def _dlm_floor_terms(workload, perf: PerfModel) -> tuple[float, float]:
-    """(linear FLOP of the prompt and of every denoising forward over a block, the
-    forwards: blocks x E[steps])."""
-    prompt, output = _mean(workload.prompt_tokens), max(_mean(workload.output_tokens), 1.0)
-    steps = _mean(workload.steps) if workload.steps is not None else (perf.model.default_steps or 1)
-    forwards = math.ceil(output / workload.block_tokens) * steps
-    return perf.linear_flops_per_token * (prompt + forwards * workload.block_tokens), forwards
-
-
-def _picture_floor_terms(workload, perf: PerfModel) -> tuple[float, float]:
-    """(denoiser FLOP of one request, denoiser forwards it takes part in)."""
-    model = perf.model
-    guidance, passes, sample_steps = _picture_work(workload, model)
-    return sample_steps * passes * model.flops_per_step * guidance, sample_steps * passes
-
-
-def _picture_work(workload, model) -> tuple[int, int, int]:
-    """(samples per forward for guidance, CFG passes per step, sample-steps per request)
-    of an image/video diffusion or branching-search request."""
-    cfg = model.default_cfg if getattr(workload, "cfg", None) is None else workload.cfg
-    passes = 2 if cfg and cfg_mode(workload, model) == "sequential" else 1
-    guidance = (2 if cfg else 1) // passes  # sequential CFG: single-pass forwards, twice per step
-    if workload.kind == "branching_search":
-        k, s, n = workload.candidates_k, workload.shared_steps, workload.total_steps
-        return guidance, passes, k * n - (k - 1) * s
-    return guidance, passes, workload.steps or model.default_steps

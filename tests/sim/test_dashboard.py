@@ -317,12 +317,12 @@ def test_every_economics_field_is_editable(captured):
 def test_an_arithmetic_bug_in_placement_is_reported_not_a_crash(monkeypatch):
     """A catalog row the placement code divides by zero on (found: cerebras-wse3 at tp=4)
     must leave the page usable with Run disabled and say what happened."""
-    import sim.engine.pools
+    import sim.fleet_plan
 
     def broken(scenario, fleet, *args):
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(sim.engine.pools, "build_pools", broken)
+    monkeypatch.setattr(sim.fleet_plan, "resolve_fleet", broken)
     ds._placed.clear()
     data = default_data()
     initial = ds.initial_values(data)
@@ -335,11 +335,12 @@ def test_placement_is_checked_once_per_fleet_content(monkeypatch):
     """Each widget edit reruns the page: a fleet whose placement passed is not placed
     again until the fleet or a workload's shape changes; a failing one is re-checked
     (its message shown each time)."""
-    import sim.engine.pools
+    import sim.fleet_plan
 
     calls = []
-    real = sim.engine.pools.build_pools
-    monkeypatch.setattr(sim.engine.pools, "build_pools", lambda sc, fleet, *a: calls.append(fleet.name) or real(sc, fleet, *a))
+    real = sim.fleet_plan.resolve_fleet
+    monkeypatch.setattr(sim.fleet_plan, "resolve_fleet",
+                        lambda sc, i, *a: calls.append(sc.fleets[i].name) or real(sc, i, *a))
     ds._placed.clear()
     data = ds.for_dashboard(load_scenario(ds.run_scenarios()["default"]).model_dump(mode="json"))
     initial = ds.initial_values(data)

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sim.cli import app
-from sim.scenario import AutoregressiveWorkload, Scenario
+from sim.scenario import Scenario
+from sim.workloads.autoregressive import AutoregressiveWorkload
 from sim.studies.planner import PlanSpec
 
 REPO = Path(__file__).resolve().parents[2]

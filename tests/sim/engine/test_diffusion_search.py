@@ -16,7 +16,7 @@ from fleets.catalog_io import load_catalog
 from sim.engine.core import simulate
 from sim.errors import PlacementError
 from sim.models.perf import PerfModel
-from sim.engine.pools import build_pools
+from sim.fleet_plan import resolve_fleet
 from sim.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -113,7 +113,7 @@ def test_fork_waits_for_memory_and_hbm_never_overflows():
     req = run.requests
     assert (req["memory_wait_s"] > 0).any(), "some forks should have waited for activation memory"
     assert set(req["status"]) <= {"completed", "in_flight"}
-    pool = run.pool_objects[0]
+    pool = run.plan.pools[0]
     assert run.pools["hbm_peak_bytes"].iloc[0] <= pool.layout.replica_memory_bytes * (1 + 1e-12)
 
 
@@ -124,7 +124,7 @@ def test_video_that_cannot_fit_is_refused_at_load_time():
         [{"name": "video", "accelerator": "h100-sxm", "serves": ["clip"], "replicas": 1}],
     )
     with pytest.raises(PlacementError) as err:
-        build_pools(sc, sc.fleets[0])
+        resolve_fleet(sc, 0).pools
     message = str(err.value)
     assert "'clip'" in message and "wan2.1-t2v-14b" in message and "GB of activations" in message
 

@@ -83,7 +83,7 @@ def test_default_search_multiplier_is_1_6():
 
 def test_hbm_never_exceeds_capacity():
     run = simulate(mixed("fast"))
-    pools = run.pool_objects
+    pools = run.plan.pools
     for pool, (_, raw) in zip(pools, run.pools.iterrows()):
         capacity = pool.layout.replica_memory_bytes
         assert raw["hbm_peak_bytes"] <= capacity * (1 + 1e-12), pool.name

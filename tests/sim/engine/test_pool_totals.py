@@ -63,9 +63,11 @@ def run_checked(data: dict, mode: str) -> int:
     scenario = parse_scenario(data, "pool-totals")
     checks = 0
     original = core._Sampler._pool_state  # noqa: SLF001
+    seen: dict[int, object] = {}  # the run's pools, as the sampler saw them
 
     def checked(p, feeds):
         nonlocal checks
+        seen[id(p)] = p
         want = brute_force(p)
         state = original(p, feeds)
         assert (state[0], state[1], state[3]) == (want["outstanding"], want["queued"], want["running"]), p.name
@@ -82,7 +84,8 @@ def run_checked(data: dict, mode: str) -> int:
         mp.setattr(core._Sampler, "_pool_state", staticmethod(checked))  # noqa: SLF001
         run = core.simulate(scenario)
     # and once more after the run (settle() accounted the iterations cut by the drain)
-    for p in run.pool_objects:
+    assert len(seen) == len(run.pools)
+    for p in seen.values():
         want = brute_force(p)
         assert (p.outstanding_total, p.queued_total, p.running_total) == (
             want["outstanding"], want["queued"], want["running"])

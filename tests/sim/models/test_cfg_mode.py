@@ -12,7 +12,8 @@ import pytest
 from scenario_cases import make_scenario
 
 from fleets.catalog_io import load_catalog
-from sim.engine.shapes import ACT, FLOPS, STAGE, STEPS, DENOISE, picture_phases, picture_shape
+from sim.workloads.phases import ACT, DENOISE, FLOPS, STAGE, STEPS
+from sim.workloads import picture_phases, picture_shape
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = {r["key"]: r for r in csv.DictReader(open(ROOT / "fleets" / "data" / "models.csv", newline=""))}

@@ -12,7 +12,8 @@ import pytest
 
 from fleets.catalog_io import load_catalog
 from sim.engine.request import Request
-from sim.engine.shapes import FLOPS, diffusion_lm_phases
+from sim.workloads.diffusion_lm import diffusion_lm_phases
+from sim.workloads.phases import FLOPS
 from sim.models.perf import PerfModel
 
 ROOT = Path(__file__).resolve().parents[3]

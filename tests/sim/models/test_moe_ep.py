@@ -16,7 +16,7 @@ from scenario_cases import make_scenario
 
 from fleets.catalog_io import load_catalog
 from fleets.placement import place_pool
-from sim.engine.pools import build_pools
+from sim.fleet_plan import resolve_fleet
 from sim.errors import PlacementError
 from sim.models.parallelism import weight_bytes_per_accelerator
 from sim.models.perf import PerfModel, expected_experts_touched
@@ -77,7 +77,7 @@ def test_deepseek_weights_per_gpu_and_kv_at_ep64_on_nvl72():
                        [{"name": "ds", "accelerator": "gb200", "serves": ["chat"], "replicas": 1, "tp": 1, "ep": 64,
                          "precision": "fp8", "kv_precision": "fp8", "memory_utilization": 0.9, "kv_block_tokens": 16}],
                        duration_s=5)
-    pool = build_pools(sc, sc.fleets[0], CATALOG)[0]
+    pool = resolve_fleet(sc, 0, CATALOG).pools[0]
     free = 64 * float(_row("accelerators", "gb200")["memory_gb"]) * 1e9 * 0.9 - (64 * shared + 256 * expert)
     assert pool.kv_capacity_blocks == int(free // (61 * 576 * 16))
 
@@ -142,7 +142,7 @@ def _pool_error(model, accelerator, tp, ep):
                        [{"name": "moe", "accelerator": accelerator, "serves": ["chat"], "replicas": 1, "tp": tp, "ep": ep}],
                        duration_s=5)
     with pytest.raises(PlacementError) as err:
-        build_pools(sc, sc.fleets[0], CATALOG)
+        resolve_fleet(sc, 0, CATALOG).pools
     return str(err.value)
 
 
@@ -175,7 +175,7 @@ def test_an_ep_pool_runs_in_the_engine_and_counts_its_gpus():
     run = simulate(sc)
     done = run.requests[run.requests["status"] == "completed"]
     assert len(done) > 50 and (done["output_tokens"] == 20).all()
-    pool = build_pools(sc, sc.fleets[0], CATALOG)[0]
+    pool = resolve_fleet(sc, 0, CATALOG).pools[0]
     assert pool.layout.accelerators == 16 and pool.layout.ep == 8
     # 4 GPUs per GB200 node: each 8-GPU EP group takes two whole nodes
     assert pool.layout.nodes == 4 and pool.share.node_share == 4
@@ -192,7 +192,7 @@ def test_an_ep_pool_is_costed_and_reported_over_its_ep_gpus():
     from sim.results.report_text import run_report
     from sim.results.tables import run_scenario
     sc = _ep_chat_scenario()
-    pool = build_pools(sc, sc.fleets[0], CATALOG)[0]
+    pool = resolve_fleet(sc, 0, CATALOG).pools[0]
     acc = CATALOG.accelerator("gb200")
     a_c, a_m = pool_activities(pool, 2.0, 1e15, 1e12)
     precision = pool.layout.precision

@@ -9,7 +9,7 @@ import pytest
 from scenario_cases import make_scenario
 
 from fleets.catalog_io import load_catalog
-from sim.engine.pools import build_pools
+from sim.fleet_plan import resolve_fleet
 from sim.models.economics import pool_costs
 from sim.results.tables import run_scenario
 
@@ -57,7 +57,7 @@ def test_j_per_token_reproduces_ml_energy_llama_8b_h100_batch_64():
 def test_an_idle_pool_draws_idle_power_from_the_csv():
     row = pd.read_csv(DATA / "power.csv").set_index("key").loc["h100-sxm"]
     scenario = llama8b_on_one_h100(1.0)
-    (pool,) = build_pools(scenario, scenario.fleets[0])
+    (pool,) = resolve_fleet(scenario, 0).pools
     idle = pool_costs(pool, scenario.economics, busy_fraction=0.0, compute_activity=0.5, memory_activity=0.5)
     assert idle["accelerator_power_avg_w"] == pytest.approx(row["idle_w"])
     # alone in the fleet, the pool holds a whole node (7 empty slots): all of the host's idle draw

@@ -13,7 +13,7 @@ from fleets.catalog_io import load_catalog
 from sim.errors import UserError
 from sim.models.perf import PerfModel
 from scenario_cases import make_scenario
-from sim.engine.core import build_pools
+from sim.fleet_plan import resolve_fleet
 
 CAT = load_catalog()
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,7 +62,7 @@ def test_scenario_fields_reach_the_engine():
     caps = []
     for extra in ({}, {"kv_precision": "fp4"}):
         sc = make_scenario(wl, [{**pool, **extra}], duration_s=20)
-        built = build_pools(sc, sc.fleets[0])[0]
+        built = resolve_fleet(sc, 0).pools[0]
         caps.append(built.kv_capacity_blocks)
         assert built.perf.kv_precision == extra.get("kv_precision", "fp8")
     assert caps[1] == pytest.approx(2 * caps[0], rel=0.001)

@@ -28,7 +28,8 @@ import sim.engine.outcomes as outcomes
 import traffic.chunks as chunks
 from sim.errors import UserError
 from sim.results.export import write_results
-from sim.results.streaming import SKETCH_RELATIVE_ACCURACY, STREAM_AUTO_REQUESTS, _keys, add_values, new_sketch, sketch_percentile
+from sim.engine.runner import STREAM_AUTO_REQUESTS
+from sim.results.summary import SKETCH_RELATIVE_ACCURACY, _keys, add_values, new_sketch, sketch_percentile
 from sim.results.tables import run_scenario
 from sim.scenario import load_scenario
 from tests.scenario_cases import ar_pool, make_scenario
@@ -174,15 +175,15 @@ def test_streamed_requests_file_is_byte_identical_for_the_same_seed(tmp_path):
 def test_auto_streams_only_above_the_threshold(monkeypatch):
     """``engine.stream: auto``: a run whose demand is one request above the threshold
     streams, one at the threshold does not (threshold moved to this run's demand)."""
-    import sim.results.streaming as streaming
+    import sim.engine.runner as runner
     from sim.engine.demand import generate_demand
 
     scenario = _chat(2.0, 1, duration_s=30.0)
     assert scenario.engine.stream == "auto"
     n = sum(len(d) for d in generate_demand(scenario).values())
-    monkeypatch.setattr(streaming, "STREAM_AUTO_REQUESTS", n - 1)
+    monkeypatch.setattr(runner, "STREAM_AUTO_REQUESTS", n - 1)
     assert run_scenario(scenario).streamed
-    monkeypatch.setattr(streaming, "STREAM_AUTO_REQUESTS", n)
+    monkeypatch.setattr(runner, "STREAM_AUTO_REQUESTS", n)
     assert not run_scenario(scenario).streamed
 
 
@@ -302,7 +303,7 @@ def test_accumulators_merge_like_one():
     """Two accumulators over alternate rows, merged, give the row one accumulator gives
     over all rows (the sketches' buckets add, so even the quantiles are equal)."""
     from sim.models.economics import cost_rates
-    from sim.results.streaming import WorkloadAccumulator
+    from sim.results.summary import WorkloadAccumulator
 
     scenario = _chat(10.0, 1, duration_s=60.0, warmup_s=5.0)
     memory = run_scenario(_with_stream(scenario, "off"))
@@ -311,7 +312,10 @@ def test_accumulators_merge_like_one():
                            "busy_share_s": pd.Series([], dtype=float)})
     end = memory.end_s["f"]
     rates = cost_rates(memory.pools, end, rows[rows["pool"] != ""].groupby("pool")["busy_share_s"].sum())
-    whole, even, odd = (WorkloadAccumulator(memory.scenario, "chat") for _ in range(3))
+    from sim.fleet_plan import run_window
+
+    window, wl = run_window(memory.scenario), memory.scenario.workloads["chat"]
+    whole, even, odd = (WorkloadAccumulator(window, "chat", wl, exact=False) for _ in range(3))
     whole.add(rows, shares)
     even.add(rows.iloc[::2], shares)
     odd.add(rows.iloc[1::2], shares)

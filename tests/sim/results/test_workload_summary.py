@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scenario_cases import make_scenario
 
-from sim.results.metrics import MISS_REASONS
+from sim.results.summary import MISS_REASONS
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.report_text import run_report
 from sim.results.tables import run_scenario
@@ -126,3 +126,28 @@ def test_planner_row_carries_status_and_served_rates():
     assert row["chat_throughput_rps"] == summary["throughput_rps"] < row["chat_arrival_rate_rps"]
     assert row["chat_goodput_rps"] == summary["goodput_rps"]
     assert row["chat_rejected_share"] == 0.0
+
+
+def test_tails_tokens_and_costs_by_hand(llama3):
+    """Latency tails are numpy's percentiles of the completed measured requests; the
+    $/request, $/1M tokens and J/token columns are the costed request rows summed (each
+    request's cost is priced row by row by ``attribute_costs``, while the summary prices
+    the replica-seconds it accumulated: two ways to the same bill)."""
+    req = llama3.requests
+    row = llama3.summary.iloc[0]
+    assert not row["unstable"]  # stable: the tails are over completed requests only
+    done = req[req["measured"] & (req["status"] == "completed")]
+    for metric in ("ttft", "tpot", "e2e"):
+        values = done[f"{metric}_s"].dropna().to_numpy()
+        for p in (50, 95, 99):
+            assert row[f"{metric}_p{p}_s"] == pytest.approx(np.percentile(values, p), rel=1e-12), (metric, p)
+    assert row["tokens_per_s_per_request_p50"] == pytest.approx(
+        np.median(done["output_tokens"] / done["e2e_s"]), rel=1e-12)
+    tokens = done["output_tokens"].sum()
+    assert row["cost_per_request_usd"] == pytest.approx(done["cost_usd"].sum() / len(done), rel=1e-9)
+    assert row["cost_per_1m_output_tokens_usd"] == pytest.approx(done["cost_usd"].sum() / tokens * 1e6, rel=1e-9)
+    assert row["marginal_cost_per_request_usd"] == pytest.approx(done["marginal_cost_usd"].mean(), rel=1e-9)
+    assert row["energy_per_output_token_j"] == pytest.approx(done["energy_j"].sum() / tokens, rel=1e-9)
+    assert row["output_tokens_per_s"] == pytest.approx(
+        req.loc[(req["status"] == "completed") & (req["done_at_s"] >= 20.0) & (req["done_at_s"] < 200.0),
+                "output_tokens"].sum() / 180.0, rel=1e-12)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario_cases import make_scenario
 
-from sim.engine.pools import build_pools
+from sim.fleet_plan import resolve_fleet
 from sim.studies.planner import PlanSpec, WorkloadSearch
 from sim.studies.planner_capacity import replica_seconds_floor
 from sim.results.tables import run_scenario
@@ -58,7 +58,7 @@ def test_floor_is_at_most_the_simulated_busy_time_per_request(kind, accelerator,
     results = run_scenario(sc)
     done = int((results.requests["status"] == "completed").sum())
     assert done == len(results.requests) > 0
-    floor = replica_seconds_floor(sc.workloads["w"], build_pools(sc, sc.fleets[0])[0])
+    floor = replica_seconds_floor(sc.workloads["w"], resolve_fleet(sc, 0).pools[0])
     assert floor > 0
     assert floor <= results.pools["busy_total_s"].iloc[0] / done * (1 + 1e-9)
 
