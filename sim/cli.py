@@ -148,7 +148,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar or notes on stderr"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (one row per fleet) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
-    cells: Optional[int] = typer.Option(None, "--cells", metavar="N", help="split every fleet into N identical cells, each with its own router and 1/N of the demand, and merge them (see README 'Cells')"),
+    cells: Optional[int] = typer.Option(None, "--cells", metavar="N", help="split every fleet into N identical cells, each with its own router and 1/N of the demand, and merge them (see docs/scale.md, 'Cells')"),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="with --cells: run the cells on this Dask scheduler, or 'local' for a LocalCluster"),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="with --cells: worker processes (default: cores)"),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),

@@ -344,7 +344,7 @@ VERIFIER_KINDS = ("verifier",)
 def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | None = None) -> None:
     """Every model and accelerator named exists in the catalog with a usable kind; fp4
     only on parts with an FP4 peak. (Trace rows beyond a model's context are replayed as
-    recorded: see the README, "Trace rules".)
+    recorded: see docs/traces.md, "Trace rules".)
 
     Raises:
         ScenarioError: naming ``source``, the field path (line), the value and what is allowed.

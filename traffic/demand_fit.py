@@ -54,8 +54,8 @@ WEEK_S = 7 * DAY_S
 
 # The genai trace's first four days (2024-11-15..18, 63-93 requests/day) precede the
 # service's ramp (563 on the 19th, then 1,000-2,700); one log-linear trend cannot carry
-# both, so the preset is fitted from this date (see the README section on fitted demand
-# for the full-trace fit and both errors).
+# both, so the preset is fitted from this date (see docs/traces.md, "Demand that grows
+# over weeks", for the full-trace fit and both errors).
 GENAI_FIT_FROM = "2024-11-19"
 
 # Fitted by `python -m traffic.demand_fit` on 2026-11-24 from ../shared/data/traces:

@@ -1,6 +1,6 @@
 """``dcsim plan``: the cheapest fleet whose simulated SLO attainment meets every target.
 
-Method (see the README section "Sweeps and planning" for its limits):
+Method (see docs/sweeps-and-planning.md, "Capacity planning", for its limits):
 
 1. Each workload gets its own pools, one per candidate accelerator type it uses, so
    workloads do not interact and are planned one at a time.

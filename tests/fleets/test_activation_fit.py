@@ -61,7 +61,7 @@ def test_fit_and_check_residuals_by_hand():
         predicted = float(r["resident_gb"]) * 1e9 + c * float(r["tokens"]) * float(r["hidden"]) * 2 * float(r["cfg_factor"])
         error = predicted / (float(r["peak_gb"]) * 1e9) - 1
         assert table["error"].iloc[i] == pytest.approx(error, rel=1e-9)
-        # fit rows within 1% of the README; held-out rows within 20% (the bound stated in activation_fit.py)
+        # fit rows within 1% (the docs/diffusion.md table); held-out rows within 20% (the bound stated in activation_fit.py)
         assert abs(error) < (0.01 if r["role"] == "fit" else 0.20), r["model"]
 
 

@@ -215,7 +215,7 @@ def test_trace_token_count_beyond_int64(tmp_path):
 
 
 def test_trace_non_monotonic_rows_are_sorted_by_the_documented_rule(tmp_path):
-    """README "Trace rules": rows out of time order are replayed in time order."""
+    """docs/traces.md "Trace rules": rows out of time order are replayed in time order."""
     from traffic.traces import load_trace
 
     path = tmp_path / "t.csv"
@@ -225,7 +225,7 @@ def test_trace_non_monotonic_rows_are_sorted_by_the_documented_rule(tmp_path):
     assert trace.arrival_s.tolist() == [0.0, 1.0, 2.0]
     assert trace.prompt_tokens.tolist() == [10, 20, 30]
     assert trace.describe_row(0) == "line 3"
-    assert "rows out of time order" in (REPO / "README.md").read_text().lower()
+    assert "rows out of time order" in (REPO / "docs" / "traces.md").read_text().lower()
 
 
 # --- tracebacks ---------------------------------------------------------------------------

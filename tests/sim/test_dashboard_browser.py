@@ -7,7 +7,7 @@ no table cell, fleet card or KPI may have a scroll width above its client width.
 
 With ``DCSIM_SCREENSHOTS=DIR`` each view is saved whole (not only the first 1000 px) as
 ``DIR/dashboard-<view>-<n>fleets.png`` (``make screenshots`` writes them to docs/), and the 3-fleet Overview and Roofline as
-``dashboard-main.png`` and ``dashboard-roofline.png`` for the README."""
+``dashboard-main.png`` and ``dashboard-roofline.png`` for docs/dashboard.md."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def check_views(page, fleets: int) -> None:
         if docs:
             slug = view.lower().replace(" ", "-")
             whole_page_screenshot(page, Path(docs) / f"dashboard-{slug}-{fleets}fleets.png")
-            if fleets == 3 and view in README_SHOTS:  # the two the README shows
+            if fleets == 3 and view in README_SHOTS:  # the two docs/dashboard.md shows
                 page.screenshot(path=str(Path(docs) / README_SHOTS[view]))
 
 

@@ -7,8 +7,8 @@ a result where the source would have kept a Python ``int`` where the ``.pxd`` sa
 against the source build on generated whole scenarios (both engine modes) and on every
 shipped scenario through the CLI: the results must be byte-identical.
 
-Under CI the compiled build must be the one running (else the speed figures in the
-README would not be what CI tests).
+Under CI the compiled build must be the one running (else the speed figures in
+bench/README.md would not be what CI tests).
 """
 
 from __future__ import annotations

@@ -187,9 +187,9 @@ def test_auto_streams_only_above_the_threshold(monkeypatch):
     assert not run_scenario(scenario).streamed
 
 
-def test_readme_states_the_auto_threshold():
-    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    assert f"stream above {STREAM_AUTO_REQUESTS:,} requests" in readme
+def test_docs_state_the_auto_threshold():
+    page = open(os.path.join(REPO, "docs", "scale.md"), encoding="utf-8").read()
+    assert f"stream above {STREAM_AUTO_REQUESTS:,} requests" in page
 
 
 def test_bulk_sketch_add_equals_one_by_one():
