@@ -355,7 +355,7 @@ def check_placement(scenario: Scenario) -> None:
     error is raised again each time, for the message).
 
     Raises:
-        UserError / PlacementError: as :func:`sim.results.tables.check_fleets`."""
+        UserError / PlacementError: as :func:`sim.fleet_plan.resolve`."""
     from sim import fleet_plan
 
     shapes = {name: wl.model_dump(mode="json", exclude={"arrival", "slo"}) for name, wl in scenario.workloads.items()}

@@ -240,7 +240,7 @@ def check_facility_limit(econ: Economics, packing: FleetPacking, where: str) -> 
 
 
 def picture_shapes(scenario: Scenario, catalog: Catalog) -> dict[str, PictureShape]:
-    """Per-sample costs of every image/video/search workload (see sim.engine.shapes)."""
+    """Per-sample costs of every image/video/search workload (:func:`sim.workloads.picture_shape`)."""
     return {
         name: picture_shape(wl, catalog)
         for name, wl in scenario.workloads.items()

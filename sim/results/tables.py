@@ -11,7 +11,6 @@ import pandas as pd
 from sim.engine.core import FleetRun
 from sim.engine.runner import ProgressFactory
 from sim.engine.runner import run_scenario as engine_run
-from sim.fleet_plan import resolve
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
 from sim.results.summary import summarize_in_memory
@@ -48,15 +47,6 @@ class Results:
     @property
     def streamed(self) -> bool:
         return self.requests_file is not None
-
-
-def check_fleets(scenario: Scenario) -> None:
-    """Resolve every fleet (:func:`sim.fleet_plan.resolve`) so placement errors surface
-    before any run.
-
-    Raises:
-        UserError / PlacementError: naming the fleet, the pool and the problem."""
-    resolve(scenario)
 
 
 def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) -> Results:

@@ -75,12 +75,12 @@ from sim.engine.core import FleetRun, run_fleet
 from sim.engine.demand import CellShare, DemandStream, demand_streams
 from sim.engine.runner import use_streaming
 from sim.errors import UserError
-from sim.fleet_plan import FleetPlan, resolve_fleet
+from sim.fleet_plan import FleetPlan, resolve, resolve_fleet
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
 from sim.results.streaming import FleetStream, StreamSpool, write_costed
 from sim.results.summary import fleet_summary
-from sim.results.tables import Results, assemble_results, check_fleets
+from sim.results.tables import Results, assemble_results
 from sim.scenario import Scenario, parse_scenario
 
 MAX_CELLS = 4096
@@ -287,7 +287,7 @@ def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
         UserError: ``cells`` is not allowed (:func:`check_cells`); a fleet cannot be built.
     """
     check_cells(scenario, cells)  # before any work is sent or any worker started
-    check_fleets(scenario)
+    resolve(scenario)  # every fleet's placement checked before any worker starts
     if callable(executor) and not hasattr(executor, "submit"):
         with executor() as opened:
             return _run_checked(scenario, cells, opened)

@@ -11,7 +11,8 @@ from scenario_cases import make_scenario
 
 from fleets.catalog_io import load_catalog
 from sim.errors import PlacementError, UserError
-from sim.results.tables import check_fleets, run_scenario
+from sim.fleet_plan import resolve
+from sim.results.tables import run_scenario
 
 HOURS_PER_YEAR = 365.25 * 24
 DATA = Path(__file__).resolve().parents[3] / "fleets" / "data"
@@ -129,9 +130,9 @@ def test_facility_limit_refuses_the_fleet_with_its_figure():
     acc = load_catalog().accelerator("mi300x")
     need_mw = 2 * (8 * acc.tdp_w + acc.node_overhead_w) * 1.56 / 1e6  # 9 GPUs -> 2 nodes
     with pytest.raises(PlacementError) as err:
-        check_fleets(chat_scenario(replicas=9, facility_power_limit_mw=round(need_mw - 0.001, 3)))
+        resolve(chat_scenario(replicas=9, facility_power_limit_mw=round(need_mw - 0.001, 3)))
     assert f"{need_mw:.3f} MW" in str(err.value) and "2 nodes" in str(err.value)
-    check_fleets(chat_scenario(replicas=9, facility_power_limit_mw=round(need_mw + 0.001, 3)))
+    resolve(chat_scenario(replicas=9, facility_power_limit_mw=round(need_mw + 0.001, 3)))
 
 
 def test_cheaper_electricity_lowers_cost_per_request():
