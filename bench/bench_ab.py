@@ -4,8 +4,9 @@ Usage (from the repository root)::
 
     python bench/bench_ab.py OLD_TREE NEW_TREE [--pairs 4]
 
-Each tree (a checkout, e.g. ``git archive HEAD~3 | tar -x -C /tmp/old``, placed so that
-``<tree>/../shared/data/traces`` holds the Azure trace) runs the two cases of
+Each tree (a checkout, e.g. ``git archive HEAD~3 | tar -x -C /tmp/old``; a tree from before
+the traces shipped in ``traffic/data`` needs ``<tree>/../shared/data/traces`` to hold the
+Azure trace) runs the two cases of
 ``bench_engine.py`` in a fresh subprocess: the main case (one hour at 100 req/s on 64
 H100 TP4 replicas) and the 10-minute case with every output 1,000 tokens. Runs alternate
 old, new, old, new, ... so both see the same background load; the table gives medians of

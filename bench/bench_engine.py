@@ -45,7 +45,7 @@ from sim.engine.demand import generate_demand  # noqa: E402
 from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
 
-TRACE = REPO.parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+TRACE = REPO / "traffic" / "data" / "AzureLLMInferenceTrace_conv.csv"  # shipped (traffic/data/NOTICE.md)
 RESULTS_JSON = REPO / "bench" / "results.json"
 
 TARGET_REQ_PER_WALL_S = 50_000
@@ -57,8 +57,8 @@ def _trace_path() -> Path:
         sys.exit(
             f"bench_engine: trace file not found: {TRACE}\n"
             "  The benchmark draws token lengths from the Azure LLM inference trace 2023 (conv);\n"
-            "  put AzureLLMInferenceTrace_conv.csv in <repo>/../shared/data/traces/ "
-            "(github.com/Azure/AzurePublicDataset, data/)."
+            "  the repository ships it in traffic/data/ (github.com/Azure/AzurePublicDataset, data/);\n"
+            "  restore it with `git checkout -- traffic/data`."
         )
     return TRACE
 

@@ -1,8 +1,9 @@
 """GenAI image-trace benchmark: how long the replay of scenarios/genai-image.yaml takes.
 
-Usage (from the repository root, with ../shared/data/traces present)::
+Usage (from the repository root; the trace is an optional dataset: ``dcsim data`` says
+where to get it and where to put it)::
 
-    python bench/bench_genai.py
+    DCSIM_DATA_DIR=DIR python bench/bench_genai.py
 
 Timed separately: reading the trace (first load; later loads are cached), drawing the
 demand (jitter and per-request shapes of all 26,823 rows), and ``simulate`` on each

@@ -16,7 +16,7 @@ machine disturb it less than wall time; figures are medians of ``--repeats`` run
 
 ``--tree`` runs another source tree (e.g. ``git archive <commit> | tar -x -C /tmp/old``)
 so before/after can be compared on one machine; the scenario comes from this tree's
-``bench_engine.build_scenario`` (the trace from this repository's ../shared/data) and is
+``bench_engine.build_scenario`` (the trace from this repository's traffic/data) and is
 parsed by the measured tree.
 
 Printed per router and replica count: requests, µs of CPU per request, SimPy events per

@@ -3,7 +3,9 @@ Vidur's measured operator times.
 
 SOURCE: microsoft/vidur @7d47513 (2024-11-19), ``data/profiling/compute/h100/meta-llama/
 Llama-2-70b-hf/mlp.csv`` and ``data/profiling/network/h100_dgx/all_reduce.csv``, copied to
-``../shared/data/reference/vidur_profiling/`` (times in ms, one layer, one GPU, fp16).
+``../shared/data/reference/vidur_profiling/``, now shipped in
+``fleets/data/reference/vidur_profiling/`` (MIT; NOTICE.md there). Times in ms, one layer,
+one GPU, fp16.
 
 Method (documented so the catalog numbers can be reproduced)::
 

@@ -12,6 +12,7 @@ traceback; any other exception is a bug and keeps its traceback.
     dcsim catalog --kind models
     dcsim schema > scenario.schema.json
     dcsim validate --out results/validate
+    dcsim data
 
 Interrupts: Ctrl-C (SIGINT) or SIGTERM at any point, start-up included, prints one line
 ``dcsim: interrupted; nothing written`` and exits 130 (SIGINT) or 143 (SIGTERM); outputs
@@ -378,7 +379,8 @@ def report(
 
 # --- validate (sim.studies.validate) ---------------------------------------------------------
 
-DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "reference" / "calibration_points.csv"
+DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1] / "fleets" / "data" / "reference" / "calibration_points.csv"
+"""MLPerf Inference v4.0/v4.1 points shipped with dcsim (fleets/data/reference/NOTICE.md)."""
 
 
 @app.command()
@@ -431,6 +433,18 @@ def calibrate(
         table, text = calibrate_overlay(points)
         note(f"wrote {write_overlay(table, out)}", quiet)
     typer.echo(text, nl=False)
+
+
+# --- data (traffic.datasets) --------------------------------------------------------
+
+@app.command()
+def data(
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR", help="check this optional-data directory instead of $DCSIM_DATA_DIR (default ~/.local/share/dcsim)"),
+) -> None:
+    """List the optional datasets (not shipped): source, sha256, size, where dcsim looks, present or not."""
+    from traffic.datasets import datasets_text
+
+    typer.echo(datasets_text(data_dir), nl=False)
 
 
 # --- entry point --------------------------------------------------------------------

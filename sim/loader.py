@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from sim.errors import ScenarioError
+from traffic.datasets import is_dataset_ref
 
 MAX_FILE_BYTES = 2_000_000
 """Largest scenario/sweep/plan file read (bytes); real ones are a few kB."""
@@ -307,8 +308,9 @@ def resolve_paths(data: Any, base_dir: str | Path, sections: tuple[str, ...] = (
 
     Backward compatibility: a path that does not exist beside the file but does exist
     relative to the current directory (the rule before) is kept as written. The result
-    is normalised (``scenarios/../../shared/x`` -> ``../shared/x``), so a scenario run
-    from the repository root saves the same path string as before."""
+    is normalised (``scenarios/../traffic/data/x`` -> ``traffic/data/x``). An optional
+    dataset (``data:NAME``, :mod:`traffic.datasets`) is kept as written: it is resolved
+    from the optional-data directory when the trace is read."""
     if not isinstance(data, dict):
         return data
     base_dir = Path(base_dir)
@@ -326,6 +328,8 @@ def _resolve(node: Any, base_dir: Path) -> Any:
         return node
     out = {k: _resolve(v, base_dir) for k, v in node.items()}
     value = out.get("path")
+    if is_dataset_ref(value):  # an optional dataset: resolved when read (traffic.datasets)
+        return out
     if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
         beside = os.path.normpath(base_dir / value)
         if Path(beside).exists() or not Path(value).exists():

@@ -1,4 +1,4 @@
-"""Root of the test tree (puts tests/ on sys.path so `shared_data` is importable) and the
+"""Root of the test tree (puts tests/ on sys.path so `data_files` is importable) and the
 one hypothesis profile every module uses.
 
 ``dcsim`` (local runs): random examples, no deadline (simulations on a shared 2-core

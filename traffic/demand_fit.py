@@ -29,8 +29,10 @@ shorter than a week cannot identify the weekly profile (it is left flat); shorte
 two days, neither profile nor growth is fitted, only the level and cv (the Azure LLM
 inference traces 2023 span one hour each).
 
-``python -m traffic.demand_fit`` refits :data:`PRESETS` from ``../shared/data/traces``
-and prints them with the genai trace's per-day error.
+``python -m traffic.demand_fit [GENAI_CSV]`` refits :data:`PRESETS` from the Azure traces
+shipped in ``traffic/data`` and the genai trace (default: the optional dataset
+``data:alibaba_genai_lora_request_trace.csv``, see :mod:`traffic.datasets`) and prints them
+with the genai trace's per-day error.
 """
 
 from __future__ import annotations
@@ -45,10 +47,13 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, field_validator, model_validator
 
+from sim.errors import UserError
 from traffic.chunks import ArrivalChunk, concatenate, renewal
+from traffic.datasets import ALIBABA_GENAI, DATASET_PREFIX, SHIPPED_TRACES_DIR
 from traffic.limits import check_count
 
 HOUR_S = 3600.0
+GENAI_DATASET = DATASET_PREFIX + ALIBABA_GENAI.name
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
 
@@ -58,7 +63,8 @@ WEEK_S = 7 * DAY_S
 # over weeks", for the full-trace fit and both errors).
 GENAI_FIT_FROM = "2024-11-19"
 
-# Fitted by `python -m traffic.demand_fit` on 2026-11-24 from ../shared/data/traces:
+# Fitted by `python -m traffic.demand_fit` on 2026-11-24 from ../shared/data/traces (the
+# same bytes as traffic/data and the optional dataset, sha256 in traffic.datasets):
 # alibaba_genai_lora_request_trace.csv (every row from GENAI_FIT_FROM, failed ones too:
 # they are demand) and AzureLLMInferenceTrace_conv/_code.csv (one hour each: level and cv).
 PRESETS: dict[str, dict] = {
@@ -298,11 +304,15 @@ def _assess(model: FittedArrivals, created: np.ndarray, origin, n_hours: int) ->
     return DemandFit(model.model_dump(exclude={"kind", "preset", "start_s"}), table, wape, n_hours)
 
 
-def fit_sources(traces: Path) -> dict[str, DemandFit]:
-    """Fit the presets from the shared traces directory (see :data:`PRESETS`)."""
+def fit_sources(genai_csv: str | Path = GENAI_DATASET, traces: Path = SHIPPED_TRACES_DIR) -> dict[str, DemandFit]:
+    """Fit the presets (see :data:`PRESETS`) from the genai trace ``genai_csv`` (a path, or
+    the optional dataset by default) and the Azure traces in ``traces``.
+
+    Raises:
+        TraceError: a trace is missing (the optional dataset's message says how to get it)."""
     from traffic.genai_trace import load_genai_trace
 
-    created = load_genai_trace(traces / "alibaba_genai_lora_request_trace.csv").created
+    created = load_genai_trace(genai_csv).created
     fits = {"genai_image": fit_demand(created[created >= np.datetime64(GENAI_FIT_FROM)])}
     for preset, name in (("azure_conv", "AzureLLMInferenceTrace_conv.csv"), ("azure_code", "AzureLLMInferenceTrace_code.csv")):
         stamps = pd.to_datetime(pd.read_csv(traces / name, usecols=["TIMESTAMP"])["TIMESTAMP"], format="ISO8601")
@@ -312,8 +322,11 @@ def fit_sources(traces: Path) -> dict[str, DemandFit]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the fitted presets (as Python) and the genai trace's per-day error."""
-    traces = Path(argv[0]) if argv else Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"
-    fits = fit_sources(traces)
+    try:
+        fits = fit_sources(argv[0]) if argv else fit_sources()
+    except UserError as err:  # a missing trace: its message, no traceback
+        print(f"demand_fit: error: {err}", file=sys.stderr)
+        return 2
     for name, fit in fits.items():
         params = {k: (np.round(v, 4).tolist() if isinstance(v, list) else round(v, 6) if isinstance(v, float) else v)
                   for k, v in fit.params.items()}

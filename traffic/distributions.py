@@ -235,7 +235,8 @@ def fit_lognormal(values: np.ndarray | list[float]) -> tuple[float, float]:
 
 
 # Fitted 2026-11-21 with `python -m traffic.fit ../shared/data/traces/AzureLLMInferenceTrace_conv.csv`
-# (fit_lognormal on ContextTokens / GeneratedTokens of all 19,366 rows; min/max are the
+# (the same bytes as the shipped traffic/data/AzureLLMInferenceTrace_conv.csv;
+# fit_lognormal on ContextTokens / GeneratedTokens of all 19,366 rows; min/max are the
 # trace's observed extremes). Source trace: github.com/Azure/AzurePublicDataset
 # data/AzureLLMInferenceTrace_conv.csv @b469a11 (CC-BY; Splitwise, ISCA 2024).
 # Sample medians are 1020 / 129 and means 1154.7 / 211.1 (trace_summary.csv); these fits

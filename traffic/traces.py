@@ -21,7 +21,7 @@ Decisions (documented here because real data does not force them):
 * Token counts must be integers from 0 to :data:`MAX_TRACE_TOKENS` (larger values would
   overflow the engine's int64 token arithmetic). Zero is accepted and kept as read (the 2023
   Azure and Mooncake files have none: conv min 2/7, code min 3/6, Mooncake min 891/1, all
-  checked 2026-11-21 on the files in shared/data/traces); consumers that need at least one
+  checked 2026-11-21 on the files now in traffic/data); consumers that need at least one
   token clamp it (see ``traffic.arrivals.TraceArrivals.lengths``).
 * Blank lines in JSONL are skipped; a blank line inside a CSV is an error (it is a row
   with every field missing); trailing blank lines are ignored in both.
@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
+from traffic.datasets import is_dataset_ref, resolve_dataset_ref
 
 TraceFormat = Literal["azure_csv", "mooncake_jsonl"]
 FilePath = Annotated[Path, BeforeValidator(lambda v: Path(v) if isinstance(v, str) and v else v)]
@@ -96,7 +97,7 @@ class Trace:
 
     @property
     def mean_rate_per_s(self) -> float:
-        """rows / span_s, the convention of shared/data/traces/trace_summary.csv."""
+        """rows / span_s, the convention of traffic/data/trace_summary.csv."""
         return self.rows / self.span_s if self.span_s > 0 else math.inf
 
 
@@ -122,10 +123,14 @@ def load_trace(path: str | Path, format: str) -> Trace:
 
 def resolve_trace_file(path: str | Path) -> Path:
     """The absolute, symlink-free path of the trace file ``path`` (``~`` expanded,
-    relative to the current directory), shared by every trace reader.
+    relative to the current directory), shared by every trace reader. ``data:NAME``
+    names an optional dataset in the optional-data directory (:mod:`traffic.datasets`).
 
     Raises:
-        TraceError: the path cannot be resolved (a symlink loop) or is not a file."""
+        TraceError: the path cannot be resolved (a symlink loop) or is not a file; an
+            optional dataset is unknown, missing or not the published file."""
+    if is_dataset_ref(path):
+        return resolve_dataset_ref(path)
     try:
         resolved = Path(path).expanduser().resolve()
     except (OSError, RuntimeError) as err:  # a symlink loop

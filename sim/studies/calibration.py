@@ -1,7 +1,7 @@
 """Published MLPerf Inference results as calibration points for the roofline model.
 
 Reads ``calibration_points.csv`` (one row per system × benchmark × scenario × metric,
-MLPerf Inference v4.0/v4.1; see ``../shared/data/reference/``) and keeps, per system and
+MLPerf Inference v4.0/v4.1; shipped in ``fleets/data/reference/``, see NOTICE.md there) and keeps, per system and
 scenario, the headline throughput metric. Each kept point is either *expressible* (its
 accelerator and model map to catalog keys, its scenario is Offline or Server, it is a
 closed-division result) or listed in the ``unexpressed`` table with the reason.

@@ -128,7 +128,7 @@ def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
         row["efficiency_band_pct"] = "" if pd.isna(fit.band_pct) else f"{fit.band_pct:.1f}"
         row["efficiency_status"] = (f"{fit.status}: eta_c {fit.compute_status}, eta_m {fit.bandwidth_status}")
         row["efficiency_source"] = (f"{CALIBRATION_NAME}: {fit.source} (each point's mlperf_log_summary.txt in "
-                                    f"github.com/mlcommons, via ../shared/data/reference/calibration_points.csv)")
+                                    f"github.com/mlcommons, via fleets/data/reference/calibration_points.csv)")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()

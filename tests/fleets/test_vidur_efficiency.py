@@ -2,30 +2,19 @@
 end-to-end values `dcsim validate` fits to MLPerf (a serving run adds attention, norms,
 sampling and scheduling on top of the GEMMs), and the NVLink latency."""
 
-import os
-from pathlib import Path
-
 import pytest
 
+from data_files import REFERENCE
 from fleets.catalog_io import load_catalog
 from fleets.vidur_efficiency import all_reduce_fit, all_reduce_latency_s, efficiencies, main
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-VIDUR = SHARED_DATA / "reference" / "vidur_profiling"
+VIDUR = REFERENCE / "vidur_profiling"  # shipped (fleets/data/reference/vidur_profiling/NOTICE.md)
 MLP_CSV = VIDUR / "compute" / "h100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv"
 ALL_REDUCE_CSV = VIDUR / "network" / "h100_dgx" / "all_reduce.csv"
 
 
-def require(path: Path) -> Path:
-    if not path.is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"reference data missing in CI: {path}")
-        pytest.skip(f"reference data not present: {path}")
-    return path
-
-
 def test_kernel_efficiencies_bound_the_end_to_end_fit():
-    eta_c, eta_m, details = efficiencies(require(MLP_CSV))
+    eta_c, eta_m, details = efficiencies(MLP_CSV)
     assert 0 < eta_c <= 1 and 0 < eta_m <= 1
     h100 = load_catalog().accelerator("h100-sxm")
     assert "MLPerf" in h100.efficiency_source
@@ -34,7 +23,7 @@ def test_kernel_efficiencies_bound_the_end_to_end_fit():
 
 
 def test_all_reduce_fit_reproduces_catalog():
-    fit = all_reduce_fit(require(ALL_REDUCE_CSV))
+    fit = all_reduce_fit(ALL_REDUCE_CSV)
     h100 = load_catalog().accelerator("h100-sxm")
     assert fit["alpha0_s"] == pytest.approx(h100.scaleup_latency_s, abs=0.05e-6)
     assert fit["alpha_log2_s"] == pytest.approx(h100.scaleup_latency_log2_s, abs=0.05e-6)
@@ -45,7 +34,7 @@ def test_all_reduce_fit_reproduces_catalog():
 
 
 def test_cli_prints_numbers(capsys):
-    assert main([str(require(MLP_CSV))]) == 0
+    assert main([str(MLP_CSV)]) == 0
     assert "compute_efficiency 0.688" in capsys.readouterr().out
 
 
@@ -54,8 +43,8 @@ def test_generation_changes_kernel_efficiency_little():
     the same Llama-2-70B layer give kernel efficiencies within 15 % of each other."""
     from fleets.vidur_efficiency import A100_MEMORY_BW_BYTES_PER_S, A100_PEAK_BF16_FLOPS
 
-    a100_csv = require(VIDUR / "compute" / "a100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv")
-    h100 = efficiencies(require(MLP_CSV))
+    a100_csv = VIDUR / "compute" / "a100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv"
+    h100 = efficiencies(MLP_CSV)
     a100 = efficiencies(a100_csv, peak_flops=A100_PEAK_BF16_FLOPS, memory_bw_bytes_per_s=A100_MEMORY_BW_BYTES_PER_S)
     assert a100[0] == pytest.approx(h100[0], rel=0.15)
     assert a100[1] == pytest.approx(h100[1], rel=0.15)

@@ -218,11 +218,9 @@ def test_long_placement_error_is_shown_full_width_and_run_says_why():
 
 def test_trace_scenario_shows_the_trace_rate_and_rate_scale():
     """19,366 rows over ~3,502 s (the scenario file's header): ~5.5 req/s at rate_scale 1."""
-    from tests.shared_data import require_file
-
     data = ds.for_dashboard(load_scenario("scenarios/azure-conv.yaml").model_dump(mode="json"))
     trace = next(w for w in data["workloads"].values() if w["arrival"]["kind"] == "trace")["arrival"]
-    require_file(Path(trace["path"]))
+    assert Path(trace["path"]).is_file()  # shipped in traffic/data
     at = start()
     at.selectbox(key="scenario").set_value("azure-conv").run()
     assert not at.exception, at.exception

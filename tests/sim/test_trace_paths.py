@@ -62,14 +62,22 @@ def test_inline_sweep_base_resolves_from_the_sweep_file(tmp_path, monkeypatch):
     assert Path(spec.base.workloads["chat"].arrival.path).resolve() == (tmp_path / "sweeps" / "t.csv").resolve()
 
 
-def test_repository_trace_scenarios_name_paths_beside_them():
+def test_repository_trace_scenarios_name_shipped_or_optional_files():
+    """azure-conv and mooncake-conv replay the copies shipped in traffic/data (a clone
+    needs nothing beside it); genai-image names the optional dataset, never a path."""
+    from traffic.datasets import OPTIONAL_DATASETS
+
     repo = Path(__file__).resolve().parents[2]
-    for name in ("azure-conv.yaml", "genai-image.yaml", "mooncake-conv.yaml"):
+    expected = {"azure-conv.yaml": "AzureLLMInferenceTrace_conv.csv",
+                "mooncake-conv.yaml": "mooncake_conversation_trace.jsonl"}
+    for name, file in expected.items():
         data = yaml.safe_load((repo / "scenarios" / name).read_text(encoding="utf-8"))
-        for wl in data["workloads"].values():
-            path = wl["arrival"].get("path")
-            if path:  # from scenarios/: up to the repo, up to its parent, into shared/
-                assert os.path.normpath(repo / "scenarios" / path) == os.path.normpath(repo.parent / "shared" / "data" / "traces" / Path(path).name)
+        (path,) = [wl["arrival"]["path"] for wl in data["workloads"].values() if wl["arrival"].get("path")]
+        resolved = os.path.normpath(repo / "scenarios" / path)
+        assert resolved == os.path.normpath(repo / "traffic" / "data" / file) and Path(resolved).is_file()
+    data = yaml.safe_load((repo / "scenarios" / "genai-image.yaml").read_text(encoding="utf-8"))
+    assert data["workloads"]["image"]["arrival"]["path"] == "data:alibaba_genai_lora_request_trace.csv"
+    assert "alibaba_genai_lora_request_trace.csv" in OPTIONAL_DATASETS
 
 
 def test_plan_demand_trace_resolves_from_the_plan_file(tmp_path, monkeypatch):

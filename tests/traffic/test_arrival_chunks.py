@@ -17,7 +17,7 @@ from scipy import stats
 import traffic.chunks as chunks
 from traffic.arrivals import GammaArrivals, MMPPArrivals, PoissonArrivals, TraceArrivals
 from traffic.demand_fit import FittedArrivals
-from tests.shared_data import TRACES, require_file
+from tests.data_files import TRACES
 
 SMALL = 50
 
@@ -102,7 +102,7 @@ def test_looped_trace_replays_every_row_copy_by_copy(small_chunks):
     periods (period = span + mean gap, from the raw CSV)."""
     import pandas as pd
 
-    path = require_file(TRACES / "AzureLLMInferenceTrace_conv.csv")
+    path = TRACES / "AzureLLMInferenceTrace_conv.csv"
     raw = pd.read_csv(path)
     created = pd.to_datetime(raw["TIMESTAMP"])
     offsets = ((created - created.iloc[0]).dt.total_seconds()).to_numpy()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared_data import TRACES, require_file
+from data_files import GENAI_TRACE, optional_file
 from sim.errors import ScenarioError, TraceError
 from sim.scenario import load_scenario, parse_scenario
 from traffic.genai_trace import GenaiTraceArrivals, load_genai_trace
@@ -141,8 +141,8 @@ def test_replayed_requests_carry_their_images(slice_path):
 
 
 def test_full_trace_replay_on_three_fleets(monkeypatch):
-    """scenarios/genai-image.yaml replays every row of the shared trace on each fleet."""
-    path = require_file(TRACES / "alibaba_genai_lora_request_trace.csv")
+    """scenarios/genai-image.yaml replays every row of the trace (optional dataset) on each fleet."""
+    path = optional_file(GENAI_TRACE)
     from pathlib import Path
 
     from sim.results.tables import run_scenario

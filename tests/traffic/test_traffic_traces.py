@@ -185,10 +185,13 @@ def test_start_past_the_end_is_a_trace_error(tmp_path):
         TraceArrivals(path=path, format="azure_csv", start_s=60.0).arrival_times(None, 10.0)
 
 
-def test_missing_shared_data_fails_under_ci_and_skips_elsewhere(tmp_path, monkeypatch, require_file):
+def test_missing_optional_data_fails_under_ci_and_skips_elsewhere(tmp_path, monkeypatch):
+    from data_files import GENAI_TRACE, optional_file
+
+    monkeypatch.setenv("DCSIM_DATA_DIR", str(tmp_path))  # an empty optional-data directory
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="missing"):
-        require_file(tmp_path / "absent.csv")
+        optional_file(GENAI_TRACE)
     monkeypatch.delenv("CI")
-    with pytest.raises(pytest.skip.Exception):
-        require_file(tmp_path / "absent.csv")
+    with pytest.raises(pytest.skip.Exception, match=str(tmp_path)):
+        optional_file(GENAI_TRACE)

@@ -7,8 +7,7 @@ shortened, checked against truths computed here independently of dcsim's trace r
 - Little's law on the completed requests: the time-average number in system, integrated
   from the request intervals over [0, duration_s), against arrival rate × mean E2E.
 
-The traces live outside the repository (``<repo>/../shared/data/traces``). A missing file
-FAILS the test when the ``CI`` environment variable is set, and skips it otherwise.
+The traces are the copies shipped in ``traffic/data`` (NOTICE.md there).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from sim.scenario import parse_scenario
 from sim.loader import resolve_paths
 
 REPO = Path(__file__).resolve().parents[3]
-from shared_data import TRACES, require_file  # noqa: E402
+from data_files import TRACES  # noqa: E402
 AZURE_CONV = TRACES / "AzureLLMInferenceTrace_conv.csv"
 MOONCAKE_CONV = TRACES / "mooncake_conversation_trace.jsonl"
 
@@ -51,7 +50,7 @@ def shortened(yaml_name: str, **arrival_overrides):
 
 def azure_offsets_s() -> pd.DataFrame:
     """Seconds after the first request, and token counts, straight from the CSV."""
-    df = pd.read_csv(require_file(AZURE_CONV))
+    df = pd.read_csv(AZURE_CONV)
     ts = pd.to_datetime(df["TIMESTAMP"], format="ISO8601")
     return pd.DataFrame(
         {
@@ -63,7 +62,7 @@ def azure_offsets_s() -> pd.DataFrame:
 
 
 def mooncake_offsets_s() -> np.ndarray:
-    with open(require_file(MOONCAKE_CONV), encoding="utf-8") as f:
+    with open(MOONCAKE_CONV, encoding="utf-8") as f:
         ms = np.array([json.loads(line)["timestamp"] for line in f if line.strip()], dtype=float)
     return (ms - ms.min()) / 1e3
 

@@ -16,9 +16,9 @@ from sim.errors import PlacementError, UserError
 from sim.models.parallelism import allreduce_time_s, scaleup_link
 from sim.models.perf import PerfModel
 from fleets.placement import place_pool
-from shared_data import SHARED_DATA, require_file
+from data_files import REFERENCE
 
-ALL_REDUCE = SHARED_DATA / "reference" / "vidur_profiling" / "network" / "h100_dgx" / "all_reduce.csv"
+ALL_REDUCE = REFERENCE / "vidur_profiling" / "network" / "h100_dgx" / "all_reduce.csv"
 CAT = load_catalog()
 
 
@@ -26,7 +26,7 @@ CAT = load_catalog()
 def test_h100_all_reduce_matches_vidur_measurements(group):
     """Median |relative error| of the fitted curve against every measured message size of
     each group size stays within 15 %, and large messages run at most at the NVLink rate."""
-    raw = pd.read_csv(require_file(ALL_REDUCE))
+    raw = pd.read_csv(ALL_REDUCE)
     rows = raw[(raw["num_workers"] == group) & (raw["devices_per_node"] == group)]
     measured = rows.groupby("size")["time_stats.all_reduce.median"].median() * 1e-3
     h100 = CAT.accelerator("h100-sxm")

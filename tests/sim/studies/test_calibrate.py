@@ -1,6 +1,6 @@
 """`dcsim calibrate POINTS --out OVERLAY` and `--catalog OVERLAY` (issue 12, item 7).
 
-A user's own measurements (here: the shared MLPerf MI300X rows, written in the same CSV
+A user's own measurements (here: the shipped MLPerf MI300X rows, written in the same CSV
 format) are fitted into an overlay; the overlay replaces only the efficiency columns of
 the chips it names, and a bad overlay is a usage error (exit 2) naming the file."""
 
@@ -17,14 +17,14 @@ from fleets.catalog_io import apply_overlay, load_catalog, use_overlay
 from sim.cli import app
 from sim.studies.calibration import Point
 from sim.studies.validate import _identifiable
-from shared_data import SHARED_DATA, require_file
+from data_files import REFERENCE
 
-CALIBRATION = SHARED_DATA / "reference" / "calibration_points.csv"
+CALIBRATION = REFERENCE / "calibration_points.csv"  # shipped (fleets/data/reference/NOTICE.md)
 
 
 @pytest.fixture
 def mi300x_points(tmp_path):
-    raw = pd.read_csv(require_file(CALIBRATION), dtype=str)
+    raw = pd.read_csv(CALIBRATION, dtype=str)
     mine = raw[raw["accelerator"].str.contains("MI300X") & (raw["scenario"] == "Offline")]
     path = tmp_path / "mine.csv"
     mine.assign(my_note="extra column, ignored").to_csv(path, index=False)

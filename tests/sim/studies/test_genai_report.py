@@ -1,4 +1,4 @@
-"""The measured-vs-predicted check of the GenAI trace (shared data; CI: required)."""
+"""The measured-vs-predicted check of the GenAI trace (an optional dataset; CI: required)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from shared_data import TRACES, require_file
+from data_files import GENAI_TRACE, optional_file
 from sim.scenario import load_scenario
 from sim.studies.genai_report import measured_vs_predicted
 
 
 def test_measured_medians_come_from_the_raw_csv(monkeypatch):
-    path = require_file(TRACES / "alibaba_genai_lora_request_trace.csv")
+    path = optional_file(GENAI_TRACE)
     monkeypatch.chdir(Path(__file__).resolve().parents[3])
     out, fit = measured_vs_predicted(load_scenario("scenarios/genai-image.yaml"), "h100")
     raw = pd.read_csv(path)

@@ -1,4 +1,4 @@
-"""`dcsim validate` on the shared MLPerf v4.x file: in-sample and leave-one-accelerator-out
+"""`dcsim validate` on the shipped MLPerf v4.x file (fleets/data/reference): in-sample and leave-one-accelerator-out
 (LOAO) gates, the closed-form saturated rate against the exact engine, and the reading of
 v4.x/v5.x spellings with a reason for every row it cannot express.
 
@@ -16,9 +16,9 @@ from sim.cli import app
 from sim.studies import mlperf
 from sim.studies.calibration import read_points
 from sim.studies.validate import split_unsimulated
-from shared_data import SHARED_DATA, require_file
+from data_files import REFERENCE
 
-CALIBRATION = SHARED_DATA / "reference" / "calibration_points.csv"
+CALIBRATION = REFERENCE / "calibration_points.csv"  # shipped (fleets/data/reference/NOTICE.md)
 IN_SAMPLE_MEDIAN_PCT = 8.0
 LOAO_MEDIAN_PCT = 15.0
 IN_SAMPLE_MAX_PCT = 40.0  # worst chip × model group, in-sample
@@ -28,9 +28,8 @@ HEADER = "system,accelerator,count,model,scenario,metric,value,unit,precision,so
 
 @pytest.fixture(scope="module")
 def validated(tmp_path_factory):
-    data = require_file(CALIBRATION)
     out = tmp_path_factory.mktemp("validate")
-    result = CliRunner().invoke(app, ["validate", "--data", str(data), "--out", str(out), "--no-server", "--quiet"])
+    result = CliRunner().invoke(app, ["validate", "--data", str(CALIBRATION), "--out", str(out), "--no-server", "--quiet"])
     assert result.exit_code == 0, result.output
     return out, result.output
 
@@ -93,7 +92,7 @@ def test_every_row_is_predicted_or_listed_with_a_reason(validated):
     ("Dell/XE9680_H200_SXM_141GBx8_TRT", "stable-diffusion-xl"),
 ])
 def test_closed_form_offline_rate_matches_the_exact_engine(system, benchmark):
-    points, _ = read_points(require_file(CALIBRATION))
+    points, _ = read_points(CALIBRATION)
     point = next(p for p in points if p.system == system and p.benchmark == benchmark and p.scenario == "Offline")
     catalog = load_catalog()
     layout = mlperf.choose_layout(point, catalog)
