@@ -31,6 +31,7 @@ from fleets.placement import PoolLayout, place_pool
 from sim.errors import PlacementError
 from sim.models.economics import check_rentable
 from sim.models.perf import PerfModel, StagePerfs
+from sim.ops_plan import OpsPlan, lora_overhead_s, ops_plan, resident_extra_bytes
 from sim.scenario import Economics, FleetConfig, PoolConfig, Scenario, fleet_workloads, split_serves
 from sim.workloads import kind_of, picture_shape
 from sim.workloads.base import WorkloadKind
@@ -78,6 +79,7 @@ class PoolPlan:
     kv_capacity_blocks: int = 0
     free_bytes: float = 0.0
     resident_bytes: float = 0.0
+    ops: OpsPlan | None = None  # residency, autoscale, failures (sim.ops_plan); None: none set
 
     @property
     def name(self) -> str:
@@ -219,6 +221,11 @@ def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog,
         pool = _new_pool(i, cfg, scenario, names, placed)
         if pool.family != "service":
             _place(pool, catalog, shapes, names, where)
+            pool.ops = ops_plan(cfg, pool.layout, pool.layout.model, list(pool.workloads.values()),
+                                scenario.economics, where)
+        elif cfg.operated:
+            raise PlacementError(f"{where}: residency, autoscale and failures need a model-serving pool "
+                                 f"(autoregressive or step-batched), not a service-time pool")
         pools.append(pool)
     return pools
 
@@ -289,6 +296,10 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
         raise PlacementError(f"{where}: serves no stage that runs a model ({cfg.serves})")
     main, extra = models[0], models[1:]
     extra_weights = sum(m.weight_bytes(cfg.precision) for m in extra)
+    if cfg.residency is not None:  # more checkpoints and an adapter cache in each replica's HBM
+        extra_weights += resident_extra_bytes(cfg, main.weight_bytes(cfg.precision), main,
+                                              list(pool.workloads.values()), where)
+    overhead_s = cfg.iteration_overhead_s + lora_overhead_s(cfg, list(pool.workloads.values()))
     peak_act, worst = _peak_activation(pool, shapes, names)
     layout = place_pool(
         name=cfg.name,
@@ -311,11 +322,11 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
     # the perf model after placement: placement refuses a TP group larger than the scale-up
     # domain (e.g. tp=4 on a wafer-scale part with no scale-up link) before any
     # communication time is computed over a link that does not exist
-    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, overhead_s,
                      cfg.kv_precision, cfg.attention_precision, ep=cfg.ep)
     pool.layout = layout
     pool.perf = perf
-    pool.stage_perfs = StagePerfs(perf, catalog.model, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+    pool.stage_perfs = StagePerfs(perf, catalog.model, cfg.tp, cfg.pp, overhead_s,
                                   cfg.kv_precision, cfg.attention_precision)
     pool.resident_bytes = layout.replica_weight_bytes + extra_weights
     pool.free_bytes = layout.replica_free_bytes - extra_weights

@@ -87,6 +87,10 @@ GENAI_COLUMNS = (
     "gmt_create", "predict_type", "predict_status", "exec_time_seconds",
     "negative_prompt_length", "num_images_per_prompt", "num_inference_steps",
 )
+OPTIONAL_COLUMNS = ("checkpoint_model_version_id", "num_lora")
+"""Read when present (a model mix from the trace, sim/workloads/mix.py): the base checkpoint
+and the number of LoRA adapters of each request."""
+MAX_LORAS = 64
 TASKS = ("TXT_2_IMG", "IMG_2_IMG", "INPAINTING")
 STATUSES = ("SUCCEED", "FAILED", "PENDING", "PROCESSING")
 TXT2IMG, IMG2IMG, INPAINTING = range(3)
@@ -107,6 +111,9 @@ class GenaiTrace:
         steps: int64 requested denoising steps; 0 where the row has none.
         negative_prompt: bool, a non-empty negative prompt.
         source_path: the resolved file.
+        checkpoint: int64 rank of the row's ``checkpoint_model_version_id`` by how many
+            rows name it (0: the most named; ties by id); 0 when the column is absent.
+        loras: int64 ``num_lora``; 0 when empty or absent.
     """
 
     created: np.ndarray
@@ -117,6 +124,8 @@ class GenaiTrace:
     steps: np.ndarray
     negative_prompt: np.ndarray
     source_path: Path
+    checkpoint: np.ndarray | None = None
+    loras: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
@@ -157,15 +166,34 @@ def _load_cached(path: Path, mtime_ns: int) -> GenaiTrace:
     images = _numbers(path, frame["num_images_per_prompt"], f"an integer 1..{MAX_IMAGES} or empty", top=MAX_IMAGES)
     steps = _numbers(path, frame["num_inference_steps"], f"an integer 1..{MAX_STEPS} or empty", top=MAX_STEPS)
     order = np.argsort(created.to_numpy(), kind="stable")
+    checkpoint, loras = _mix_columns(path, frame)
     arrays = (
         created.to_numpy()[order], task.to_numpy(dtype=np.int8)[order],
         (status == "SUCCEED").to_numpy()[order], np.nan_to_num(exec_s)[order],
         np.nan_to_num(images).astype(np.int64)[order], np.nan_to_num(steps).astype(np.int64)[order],
         (np.nan_to_num(negative) > 0)[order],
     )
-    for array in arrays:
+    checkpoint, loras = checkpoint[order], loras[order]
+    for array in arrays + (checkpoint, loras):
         array.setflags(write=False)
-    return GenaiTrace(*arrays, source_path=path)
+    return GenaiTrace(*arrays, source_path=path, checkpoint=checkpoint, loras=loras)
+
+
+def _mix_columns(path: Path, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(checkpoint rank, LoRA count) per row in file order (see :class:`GenaiTrace`)."""
+    n = len(frame)
+    if "checkpoint_model_version_id" in frame:
+        ids = frame["checkpoint_model_version_id"].str.strip()
+        counts = ids.value_counts()
+        ranked = sorted(counts.index, key=lambda k: (-counts[k], k))
+        checkpoint = ids.map({k: i for i, k in enumerate(ranked)}).to_numpy(dtype=np.int64)
+    else:
+        checkpoint = np.zeros(n, dtype=np.int64)
+    loras = np.zeros(n, dtype=np.int64)
+    if "num_lora" in frame:
+        loras = np.nan_to_num(_numbers(path, frame["num_lora"], f"an integer 0..{MAX_LORAS} or empty")).astype(np.int64)
+        _check(path, frame["num_lora"], loras > MAX_LORAS, f"an integer 0..{MAX_LORAS} or empty")
+    return checkpoint, loras
 
 
 def _read_frame(path: Path) -> pd.DataFrame:
@@ -312,6 +340,11 @@ class GenaiTraceArrivals(BaseModel):
             "images": np.where(known, images, 1).astype(np.int64),
             "cfg": np.where(known, cfg, -1).astype(np.int8),
         }
+
+    def checkpoints_and_loras(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(checkpoint rank, LoRA adapters) of trace rows ``rows``, int64 shape (k,)."""
+        trace = self.trace()
+        return trace.checkpoint[rows].astype(np.int64), trace.loras[rows].astype(np.int64)
 
     @property
     def mean_rate_per_s(self) -> float:
