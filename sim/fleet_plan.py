@@ -118,6 +118,12 @@ class FleetPlan:
     window: RunWindow
     economics: Economics
     config: FleetConfig
+    seed: int = 0  # the scenario's: the failure processes draw from streams spawned from it
+
+    @property
+    def operated(self) -> bool:
+        """Some pool has residency, autoscale or failures (the engine's operations layer runs)."""
+        return any(p.ops is not None for p in self.pools)
 
     def workload(self, name: str) -> WorkloadRoute:
         return next(r for r in self.routes if r.name == name)
@@ -182,7 +188,8 @@ def resolve_fleet(scenario: Scenario, fleet: int, catalog: Catalog | None = None
     routes = tuple(_route(scenario, catalog, pools, w, name, shapes.get(name))
                    for w, name in enumerate(scenario.workloads) if name in served)
     return FleetPlan(fleet, cfg.name, cfg.router, tuple(pools), packing, routes, tuple(scenario.workloads),
-                     tuple(scenario.workloads.values()), run_window(scenario), scenario.economics, cfg)
+                     tuple(scenario.workloads.values()), run_window(scenario), scenario.economics, cfg,
+                     scenario.seed)
 
 
 def _route(scenario: Scenario, catalog: Catalog, pools: list[PoolPlan], w: int, name: str,

@@ -49,7 +49,7 @@ class Request:
         "share_s", "sample_steps", "denoiser_flops", "run_seq", "acc_mark", "kv_offset", "start_iter", "generated",
         "phases", "phase", "reserved_bytes", "journey", "leg", "draws", "leg_dispatched_at_s", "handoffs",
         "handoff_s", "handoff_wait_s", "verifier_calls", "branches", "memory_wait_s", "blocked_at_s", "cur_pool",
-        "pool_shares",
+        "pool_shares", "variant", "adapter", "lora",
     )
 
     def __init__(
@@ -99,6 +99,10 @@ class Request:
         self.blocked_at_s = 0.0
         self.cur_pool = -1
         self.pool_shares: tuple = ()  # ((pool index, cumulative share_s when it left that pool), ...)
+        # a workload's model mix (sim.workloads.mix): checkpoint rank, adapter id (-1 none), adapters to load
+        self.variant = 0
+        self.adapter = -1
+        self.lora = 0
 
     def __repr__(self) -> str:
         return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"
