@@ -383,9 +383,27 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
+OPTIONAL_BLOCKS = {"pool": ("loading", "residency", "autoscale", "failures"), "workload": ("mix",)}
+"""Blocks left out of the saved scenario when unset, so a scenario that does not use them
+saves as it did before they existed."""
+
+
 def scenario_to_yaml(scenario: Scenario) -> str:
-    """The resolved scenario (defaults filled in) as YAML, saved beside every result."""
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    """The resolved scenario (defaults filled in) as YAML, saved beside every result
+    (the :data:`OPTIONAL_BLOCKS` and ``engine.output: rows`` only when set)."""
+    data = scenario.model_dump(mode="json")
+    if data["engine"].get("output") == "rows":
+        del data["engine"]["output"]
+    for wl in data["workloads"].values():
+        for key in OPTIONAL_BLOCKS["workload"]:
+            if wl.get(key, 0) is None:
+                del wl[key]
+    for fleet in data["fleets"]:
+        for pool in fleet["pools"]:
+            for key in OPTIONAL_BLOCKS["pool"]:
+                if pool.get(key, 0) is None:
+                    del pool[key]
+    return yaml.safe_dump(data, sort_keys=False)
 
 
 # --- catalog references -------------------------------------------------------------
