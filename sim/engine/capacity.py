@@ -99,8 +99,9 @@ def replace(run, pool, index: int, routers: list, cls) -> object:
     new.listeners = old.listeners
     new.outstanding = OFFLINE
     pool.replicas[index] = new  # the routers' per-pool indexes hold this same list
-    for router in routers:
-        if old in router.replicas:
-            router.replicas[router.replicas.index(old)] = new
+    for router in routers:  # its flat list: the pool's replicas start after the earlier pools'
+        slot = router.pools.index(pool)
+        base = sum(len(p.replicas) for p in router.pools[:slot])
+        router.replicas[base + index] = new
     new._tell_watchers()
     return new

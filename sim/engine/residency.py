@@ -28,6 +28,7 @@ in the pool's ``outstanding_total``. Cost: O(1) per request and per load, plus t
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from itertools import islice
 
 from sim.engine.capacity import OFFLINE
 
@@ -60,7 +61,9 @@ class Residency:
         self.loading: list[dict] = [{} for _ in range(n)]  # adapter id -> requests waiting for it
         self.loader_free_at = [0.0] * n
         self.epoch = [0] * n  # bumped when a replica is replaced: its loads in flight are void
-        self.runners: dict[int, list[int]] = {0: list(range(n))}  # checkpoint -> replicas running it
+        # checkpoint -> replicas running it (a dict as an insertion-ordered set: O(1) add and remove)
+        self.runners: dict[int, dict[int, None]] = {0: dict.fromkeys(range(n))}
+        self.registered = [0] * n  # the checkpoint each replica is listed under (running or switching to); -1 none
 
     # --- entry ---------------------------------------------------------------------
     def submit(self, replica, req) -> None:
@@ -78,9 +81,12 @@ class Residency:
 
     def _affine(self, replica, variant: int):
         best = None
-        for j in self.runners.get(variant, ())[:AFFINITY_SCAN]:
+        for j in islice(self.runners.get(variant, ()), AFFINITY_SCAN):
             r = self.pool.replicas[j]
-            if r.outstanding < r.max_batch and not self.held[j] and (best is None or r.outstanding < best.outstanding):
+            held = self.held[j]
+            if held and held[0].variant != variant:
+                continue  # it waits to switch away
+            if r.outstanding < r.max_batch and (best is None or r.outstanding < best.outstanding):
                 best = r
         return replica if best is None else best
 
@@ -108,7 +114,8 @@ class Residency:
         variant = self.held[i][0].variant
         cost = self._switch_cost(i, variant)
         self.switching[i] = True
-        self._set_runner(i, -1)
+        self.active[i] = -1
+        self._set_runner(i, variant)
         epoch = self.epoch[i]
         self.env.timeout(cost).callbacks.append(lambda _e: self._switched(i, variant, epoch))
 
@@ -157,14 +164,14 @@ class Residency:
         self._maybe_switch(replica)
 
     def _set_runner(self, i: int, variant: int) -> None:
-        old = self.active[i] if variant == -1 else -1
-        if variant == -1:
-            runners = self.runners.get(old)
-            if runners is not None and i in runners:
-                runners.remove(i)
-            self.active[i] = -1
-        else:
-            self.runners.setdefault(variant, []).append(i)
+        """List replica ``i`` under ``variant`` (the checkpoint it runs or is switching to;
+        -1: none) for affinity routing."""
+        old = self.registered[i]
+        if old >= 0:
+            self.runners[old].pop(i, None)
+        if variant >= 0:
+            self.runners.setdefault(variant, {})[i] = None
+        self.registered[i] = variant
 
     # --- adapters ------------------------------------------------------------------
     def _admit(self, replica, req) -> None:
@@ -226,6 +233,7 @@ class Residency:
         self.pending[i] = self.adapter_wait[i] = 0
         self.held[i], self.loading[i] = deque(), {}
         self.switching[i] = False
+        self.active[i] = -1
         self._set_runner(i, -1)
         self.hbm[i] = OrderedDict()
         self.adapters[i] = OrderedDict()

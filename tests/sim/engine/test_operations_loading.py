@@ -106,3 +106,19 @@ def test_the_same_demand_without_a_mix_runs_as_before():
     plain = simulate(parse_scenario(scenario(None, ARRIVALS)))
     assert plain.operations is None and plain.plan.pools[0].ops is None
     assert math.isfinite(plain.requests["ttft_s"].iloc[0])
+
+
+def test_affinity_routing_sends_a_checkpoint_to_the_replica_loading_it():
+    # two idle replicas running checkpoint 0; two requests for checkpoint 1, 0.1 s apart:
+    # least-outstanding sends the second to the other replica (a second load) unless the
+    # router prefers the replica already switching to checkpoint 1 (one load)
+    loads = {}
+    for routing in ("affinity", "any"):
+        spec = scenario(MIX, [0.0, 0.1])
+        pool = spec["fleets"][0]["pools"][0]
+        pool["replicas"] = 2
+        pool["residency"]["routing"] = routing
+        run = run_with(spec, variant=[1, 1], adapter=[-1, -1], lora=[0, 0], arrivals=[0.0, 0.1])
+        assert (run.requests["status"] == "completed").all()
+        loads[routing] = int(run.operations.iloc[0]["loads_storage"])
+    assert loads == {"affinity": 1, "any": 2}
