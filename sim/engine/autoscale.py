@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 
-from sim.engine.capacity import real_outstanding
-from sim.engine.operations import DRAINING, OFF, SERVING, STARTING
+from sim.engine.capacity import DRAINING, OFF, SERVING, STARTING, real_outstanding
 
 
 class Autoscaler:

@@ -18,6 +18,9 @@ import math
 
 from sim.engine.request import PENDING
 
+SERVING, STARTING, DRAINING, OFF, FAILED = range(5)
+"""Replica states of an operated pool (:mod:`sim.engine.operations`)."""
+
 OFFLINE = 1 << 40
 """Added to an offline replica's ``outstanding`` (far above any real count)."""
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.capacity import evacuate, freeze, replace, reset_for_retry
-from sim.engine.operations import DRAINING, FAILED, OFF, SERVING, STARTING
+from sim.engine.capacity import DRAINING, FAILED, OFF, SERVING, STARTING, evacuate, freeze, replace, reset_for_retry
 from sim.engine.request import REJECTED
 
 FAILURE_STREAM = 0xFA11

@@ -18,10 +18,10 @@ from collections import deque
 import numpy as np
 import pandas as pd
 
-from sim.engine.capacity import is_offline, set_offline, set_online
+from sim.engine.autoscale import Autoscaler
+from sim.engine.capacity import DRAINING, FAILED, SERVING, STARTING, is_offline, set_offline, set_online
+from sim.engine.failures import FailureProcess
 from sim.engine.residency import Residency
-
-SERVING, STARTING, DRAINING, OFF, FAILED = range(5)
 COUNTERS = ("interruptions", "replicas_failed", "requests_retried", "requests_lost", "cold_starts",
             "scale_ups", "scale_downs", "loads_storage", "loads_host", "switches_hbm", "load_s",
             "adapter_loads", "adapter_hits", "adapter_load_s", "parked")
@@ -132,9 +132,6 @@ class FleetOps:
     """Every operated pool of one run, their autoscalers and failure processes."""
 
     def __init__(self, run, plan, pools: list, routers: dict, replica_types: dict) -> None:
-        from sim.engine.autoscale import Autoscaler
-        from sim.engine.failures import FailureProcess
-
         self.run, self.plan = run, plan
         self.pools: list[PoolOps] = []
         for pool in pools:

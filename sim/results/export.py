@@ -49,8 +49,9 @@ from sim.results.tables import Results
 from sim.scenario import scenario_to_yaml
 
 FLOAT_FORMAT = "%.10g"
-OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "timeseries.parquet", "scenario.yaml",
-                "operations.csv", "capacity.csv")
+OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "timeseries.parquet", "scenario.yaml")
+OPERATIONS_FILES = ("operations.csv", "capacity.csv")
+"""Written besides :data:`OUTPUT_FILES` when a pool has residency, autoscale or failures."""
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 
@@ -167,7 +168,7 @@ def check_replaceable(out_dir: Path) -> None:
         return
     if not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory; choose another path")
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in (*OUTPUT_FILES, "requests"))
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in (*OUTPUT_FILES, *OPERATIONS_FILES, "requests"))
     if foreign:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise UserError(
