@@ -103,7 +103,7 @@ class PoolConfig(Strict):
         a = self.autoscale
         if a is not None and not a.min_replicas <= (a.initial_replicas or a.min_replicas) <= self.replicas:
             raise ValueError(f"pool '{self.name}': autoscale needs min_replicas (={a.min_replicas}) <= "
-                             f"initial_replicas (={a.initial_replicas}) <= replicas (={self.replicas}, the maximum)")
+                             f"initial_replicas (={a.initial_replicas or a.min_replicas}) <= replicas (={self.replicas}, the maximum)")
         return self
 
     @property
