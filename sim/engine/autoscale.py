@@ -11,7 +11,7 @@ A change must be wanted for ``up_delay_s`` (``down_delay_s``) on end before it i
 (Kubernetes' stabilisation windows). Scaling up first takes back replicas still
 draining (no cold start), then powers on replicas that are off: each is billed at once
 and serves after ``cold_start_s`` (weights through the storage tiers + warm-up). Scaling
-down first cancels cold starts, then drains the highest-index serving replicas: they
+down first cancels the latest cold starts, then drains the replicas that began serving last: they
 leave routing at once and power off when their last request finishes (checked every
 interval). The process stops with the arrivals.
 """
@@ -29,7 +29,7 @@ class Autoscaler:
         self.cfg = ops.ops.autoscale
         self.max = len(ops.pool.replicas)
         initial = self.cfg.initial_replicas or self.cfg.min_replicas
-        for i in range(initial, self.max):
+        for i in range(self.max - 1, initial - 1, -1):  # off in descending order: powered on lowest first
             ops.set_state(i, OFF)
         self.want_since: tuple[int, float] | None = None  # (direction, since)
         self.busy_mark = 0.0
@@ -56,8 +56,8 @@ class Autoscaler:
         return min(max(want, self.cfg.min_replicas), self.max)
 
     def _decide(self, want: int) -> None:
-        state = self.ops.state
-        have = sum(1 for s in state if s in (SERVING, STARTING))
+        by_state = self.ops.by_state
+        have = len(by_state[SERVING]) + len(by_state[STARTING])
         direction = (want > have) - (want < have)
         if direction == 0:
             self.want_since = None
@@ -74,35 +74,38 @@ class Autoscaler:
             self._down(have - want)
 
     def _up(self, n: int) -> None:
+        """Take back the most recently drained replicas, then power on those off longest."""
         ops = self.ops
         for order in (DRAINING, OFF):
-            for i, s in enumerate(ops.state):
-                if n and s == order:
-                    ops.counters["scale_ups"] += 1
-                    if s == DRAINING:
-                        ops.set_state(i, SERVING)
-                    else:
-                        ops.counters["cold_starts"] += 1
-                        ops.set_state(i, STARTING)
-                        self.env.timeout(ops.ops.cold_start_s).callbacks.append(lambda _e, i=i: self._started(i))
-                    n -= 1
+            pool = ops.by_state[order]
+            while n and pool:
+                i = next(reversed(pool)) if order == DRAINING else next(iter(pool))
+                ops.counters["scale_ups"] += 1
+                if order == DRAINING:
+                    ops.set_state(i, SERVING)
+                else:
+                    ops.counters["cold_starts"] += 1
+                    ops.set_state(i, STARTING)
+                    self.env.timeout(ops.ops.cold_start_s).callbacks.append(lambda _e, i=i: self._started(i))
+                n -= 1
 
     def _started(self, i: int) -> None:
         if self.ops.state[i] == STARTING:
             self.ops.set_state(i, SERVING)
 
     def _down(self, n: int) -> None:
+        """Cancel the latest cold starts, then drain the latest replicas to serve."""
         ops = self.ops
         for order in (STARTING, SERVING):
-            for i in range(len(ops.state) - 1, -1, -1):
-                if n and ops.state[i] == order:
-                    ops.counters["scale_downs"] += 1
-                    ops.set_state(i, OFF if order == STARTING else DRAINING)
-                    n -= 1
+            pool = ops.by_state[order]
+            while n and pool:
+                i = next(reversed(pool))
+                ops.counters["scale_downs"] += 1
+                ops.set_state(i, OFF if order == STARTING else DRAINING)
+                n -= 1
         self._power_off_drained()
 
     def _power_off_drained(self) -> None:
         ops = self.ops
-        for i, s in enumerate(ops.state):
-            if s == DRAINING and real_outstanding(ops.pool.replicas[i]) == 0:
-                ops.set_state(i, OFF)
+        for i in [i for i in ops.by_state[DRAINING] if real_outstanding(ops.pool.replicas[i]) == 0]:
+            ops.set_state(i, OFF)

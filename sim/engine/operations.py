@@ -38,6 +38,10 @@ class PoolOps:
         self.counters["load_s"] = self.counters["adapter_load_s"] = 0.0
         n = len(pool.replicas)
         self.state = [SERVING] * n
+        # replicas by state (dicts as insertion-ordered sets): scale actions touch only the
+        # replicas they move, never scan the pool
+        self.by_state: list[dict[int, None]] = [{} for _ in range(5)]
+        self.by_state[SERVING] = dict.fromkeys(range(n))
         self.parked: deque = deque()  # requests routed while no replica served
         self.residency = Residency(self.env, pool, self.ops, self.counters) if self.ops.residency else None
         self.powered = self.serving = n
@@ -96,6 +100,8 @@ class PoolOps:
         self.failed += (state == FAILED) - (old == FAILED)
         self.serving += (state == SERVING) - (old == SERVING)
         self.state[i] = state
+        del self.by_state[old][i]
+        self.by_state[state][i] = None
         replica = self.pool.replicas[i]
         if state == SERVING:
             set_online(replica)
