@@ -343,7 +343,7 @@ class VideoStagePerfs:
 
 
 def check_fits(scheme: VideoScheme, memory: VideoMemory, accelerator: Accelerator, memory_utilization: float,
-               where: str, model: Model) -> None:
+               where: str, model: Model, workload: str = "", act_bytes: float = 0.0) -> None:
     """Raises UserError naming the phase when one request's peak per GPU exceeds the
     usable memory of one GPU."""
     have = accelerator.memory_bytes * memory_utilization
@@ -351,8 +351,9 @@ def check_fits(scheme: VideoScheme, memory: VideoMemory, accelerator: Accelerato
         return
     phase = max(("encode", memory.encode), ("denoise", memory.denoise), ("decode", memory.decode), key=lambda p: p[1])[0]
     raise UserError(
-        f"{where}: one request of model '{model.key}' needs {memory.peak / GB:.1f} GB on one "
-        f"{accelerator.key} in its {phase} phase (sp={scheme.sp}, fsdp={scheme.fsdp}, offload={scheme.offload}) "
+        f"{where}: one request of workload '{workload}' (model {model.key}) needs {memory.peak / GB:.1f} GB on one "
+        f"{accelerator.key} in its {phase} phase, with {act_bytes / scheme.sp / GB:.1f} GB of activations per GPU "
+        f"(sp={scheme.sp}, fsdp={scheme.fsdp}, offload={scheme.offload}), "
         f"but a GPU has {have / GB:.1f} GB ({accelerator.memory_bytes / GB:.0f} GB x memory_utilization "
         f"{memory_utilization}). Raise sp, set fsdp: true or offload: true, lower the resolution or frames, "
         "or pick an accelerator with more memory.")
@@ -395,7 +396,8 @@ def video_perfs(scheme: VideoScheme, pool, base, catalog, shapes: dict, names: l
         stages = pool.stages.get(w, set())
         memory = request_memory(scheme, wl, shape, model, stages, catalog, cfg.precision)
         try:
-            check_fits(scheme, memory, acc, cfg.memory_utilization, where, model)
+            check_fits(scheme, memory, acc, cfg.memory_utilization, where, model, names[w],
+                       shape.denoise_act_bytes if "denoise" in stages else 0.0)
         except UserError as err:
             raise PlacementError(str(err)) from None
         act = shape.denoise_act_bytes / scheme.sp if "denoise" in stages else 0.0
