@@ -1,6 +1,6 @@
 """The house rules of ``sim/``, read from the source with ``ast``: imports run downward
 only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
-``models`` → ``scenario`` → ``fleets``/``traffic`` → ``errors``), the core never imports a
+``models`` → ``scenario`` → ``fleets``/``traffic`` → ``errors`` → ``_build``), the core never imports a
 shell or Streamlit, and there is no import circle anywhere (function-level imports count).
 """
 
@@ -16,6 +16,7 @@ PACKAGES = ("sim", "fleets", "traffic")
 
 # Higher layers may import lower ones (and their own layer), never the reverse.
 LAYERS = [
+    ("build", {"sim._build"}),  # which engine build runs: imported by sim.models and sim.engine first
     ("errors", {"sim.errors"}),
     ("fleets/traffic", {"fleets", "traffic"}),
     ("scenario", {"sim.scenario", "sim.loader"}),

@@ -2,3 +2,5 @@
 diffusion steps, TP communication) and :mod:`~sim.models.economics` (capex, opex, cost
 of each request). Functions of the catalog and a scenario; no SimPy, no I/O.
 """
+
+import sim._build  # noqa: F401 - chooses the compiled or the source build before perf loads
