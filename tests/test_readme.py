@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -18,6 +20,7 @@ def test_readme_starts_with_the_two_commands():
     assert commands == ["make run", "make test"]
 
 
+@pytest.mark.slow  # the default scenario through the CLI
 def test_worked_example_matches_the_default_run():
     shown = re.search(r"```text\n(.*?)```", README, re.S).group(1).rstrip("\n")
     out = subprocess.run(

@@ -140,6 +140,7 @@ def test_replayed_requests_carry_their_images(slice_path):
     assert per_sample_step.iloc[4] == pytest.approx(per_sample_step.iloc[1])
 
 
+@pytest.mark.slow  # the whole shared trace on three fleets
 def test_full_trace_replay_on_three_fleets(monkeypatch):
     """scenarios/genai-image.yaml replays every row of the shared trace on each fleet."""
     path = require_file(TRACES / "alibaba_genai_lora_request_trace.csv")

@@ -69,9 +69,7 @@ def test_the_switch_runs_the_source(source_engine):
     assert source_engine.build == "source replica_ar.py"
 
 
-@diff_settings(200)
-@given(data=st.data())
-def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+def check_both_builds(source_engine, tmp_path_factory, data) -> None:
     _require_compiled()
     scenario = data.draw(scenarios(tmp_path_factory.mktemp("trace")))
     squeeze(scenario)
@@ -79,6 +77,20 @@ def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tm
         return
     scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
     assert digest(scenario) == source_engine.digest(scenario)
+
+
+@pytest.mark.slow
+@diff_settings(188)
+@given(data=st.data())
+def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+    check_both_builds(source_engine, tmp_path_factory, data)
+
+
+@diff_settings(12)
+@given(data=st.data())
+def test_generated_scenarios_are_byte_identical_in_both_builds_smoke(source_engine, tmp_path_factory, data):
+    """The fast loop's share of the 200 generated scenarios (the slow test draws the rest)."""
+    check_both_builds(source_engine, tmp_path_factory, data)
 
 
 def _dcsim(args: list[str], pure: bool) -> subprocess.CompletedProcess:
@@ -104,6 +116,7 @@ def test_shipped_scenarios_give_the_same_files_in_both_builds(tmp_path, name):
         assert data == outputs[True][1][file], f"{name}: {file} differs between the builds"
 
 
+@pytest.mark.slow  # three interpreters importing a fresh copy of sim/ (~7 s of CPU)
 def test_an_edit_after_the_build_switches_everything_to_the_source(tmp_path):
     """A stale extension is never imported: the copy's router.py is newer than its build."""
     _require_compiled()
