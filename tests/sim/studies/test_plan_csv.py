@@ -46,6 +46,7 @@ def test_run_planner_and_export_agree(tmp_path):
     assert "$" not in direct.read_text()
 
 
+@pytest.mark.slow  # a sweep, then its export, through the CLI
 def test_export_sweep_dir_one_row_per_point_and_fleet(tmp_path):
     sweep = write_sweep(tmp_path, {"economics.pue": [1.2, 1.5]}, seeds=1)
     out = tmp_path / "out"
