@@ -2,7 +2,7 @@
 only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
 ``fleet_plan`` → fleet layout (``fleets.placement``, ``fleets.packing``) → ``models`` →
 ``scenario`` → ``workloads`` → catalog data (the rest of ``fleets``) / ``traffic`` →
-``errors``), the core never imports a shell or Streamlit, and there is no import circle
+``errors`` → ``_build``), the core never imports a shell or Streamlit, and there is no import circle
 anywhere (function-level imports count).
 
 ``fleets`` is split in two: its catalog records and their loaders are data that the models
@@ -24,6 +24,7 @@ PACKAGES = ("sim", "fleets", "traffic")
 # A module belongs to the layer of its longest matching prefix (``fleets.placement`` is
 # fleet layout, the rest of ``fleets`` catalog data).
 LAYERS = [
+    ("build", {"sim._build"}),  # which engine build runs: imported by sim.models and sim.engine first
     ("errors", {"sim.errors"}),
     ("catalog/traffic", {"fleets", "traffic"}),
     ("workloads", {"sim.workloads"}),

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -20,6 +22,7 @@ def test_readme_starts_with_the_two_commands():
     assert commands == ["make run", "make test"]
 
 
+@pytest.mark.slow  # the default scenario through the CLI
 def test_worked_example_matches_the_default_run():
     """The example is an excerpt: each part between ``[...]`` lines is a run of lines of
     the real output at 120 columns, in order."""

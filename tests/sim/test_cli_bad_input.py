@@ -236,7 +236,8 @@ def _write(path: Path, data: dict) -> Path:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing_file", "yaml_syntax", "placement", "bad_option_value", "unknown_option", "negative_seed_override"],
+    ["missing_file", "placement"] + [pytest.param(case, marks=pytest.mark.slow)  # each case runs the CLI once
+                                     for case in ("yaml_syntax", "bad_option_value", "unknown_option", "negative_seed_override")],
 )
 def test_entry_point_exit_codes(case, tmp_path):
     base = _write(tmp_path / "base.yaml", BASE)

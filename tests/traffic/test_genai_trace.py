@@ -140,6 +140,7 @@ def test_replayed_requests_carry_their_images(slice_path):
     assert per_sample_step.iloc[4] == pytest.approx(per_sample_step.iloc[1])
 
 
+@pytest.mark.slow  # the whole shared trace on three fleets
 def test_full_trace_replay_on_three_fleets(monkeypatch):
     """scenarios/genai-image.yaml replays every row of the trace (optional dataset) on each fleet."""
     path = optional_file(GENAI_TRACE)
