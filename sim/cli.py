@@ -117,26 +117,29 @@ def note(message: str, quiet: bool = False) -> None:
 def apply_overrides(
     scenario: Scenario, source: str, trace: Optional[Path], seed: Optional[int], duration_s: Optional[float]
 ) -> Scenario:
-    """The scenario with command-line overrides, validated again through the schema.
+    """The scenario with command-line overrides set in its document and validated once
+    (:mod:`sim.overrides`): a trace replay keeps its own lengths, and an override equal
+    to the file's value changes nothing.
 
     Raises:
         ScenarioError: an override makes the scenario invalid (e.g. duration <= warmup).
         UserError: ``--trace`` given but no workload replays a trace.
     """
+    from sim.overrides import override
+
     if trace is None and seed is None and duration_s is None:
         return scenario
-    data = scenario.model_dump(mode="json")
+    changes: list[tuple[str, object]] = []
     if trace is not None:
-        replaying = [n for n, w in data["workloads"].items() if w["arrival"]["kind"] == "trace"]
+        replaying = [n for n, w in scenario.workloads.items() if w.arrival.kind == "trace"]
         if not replaying:
             raise UserError(f"--trace {trace}: no workload in {source} has an arrival of kind 'trace' to replace")
-        for name in replaying:
-            data["workloads"][name]["arrival"]["path"] = str(trace)
+        changes += [(("workloads", name, "arrival", "path"), str(trace)) for name in replaying]
     if seed is not None:
-        data["seed"] = seed
+        changes.append(("seed", seed))
     if duration_s is not None:
-        data["duration_s"] = duration_s
-    return parse_scenario(data, f"{source} (with command-line overrides)")
+        changes.append(("duration_s", duration_s))
+    return override(scenario, changes, f"{source} (with command-line overrides)")
 
 
 @app.command()
@@ -271,7 +274,8 @@ def sweep(
         check_writable(out, "--out", replace=False)
         if planner is not None:
             check_writable(planner, "--planner", directory=False)
-        note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {len(spec.seeds)} seed(s))")
+        seeds = f"{len(spec.seeds)} seed(s)" if spec.seeds else "the grid's seeds"
+        note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {seeds})")
         report = run_sweep(spec, out, workers=workers, dask=dask, headroom=planner is not None and headroom)
         rate = report.ran / report.wall_s * 60 if report.wall_s > 0 and report.ran else 0.0
         note(f"ran {report.ran} point(s), skipped {report.skipped} already done, in {report.wall_s:.1f} s ({rate:.0f} points/minute)")

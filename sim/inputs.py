@@ -175,6 +175,23 @@ def read_text(path: str | Path, what: str, limit: int | None = None) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def decode_upload(raw: bytes, source: str, what: str, limit: int | None = None) -> str:
+    """The UTF-8 text of an uploaded file's bytes (the dashboard), with the checks of
+    :func:`read_text` (size, encodings refused by name).
+
+    Raises:
+        InputError: naming ``source``; never the content."""
+    limit = LIMITS.get(what, 2_000_000) if limit is None else limit
+    if len(raw) > limit:
+        raise InputError(f"{source}: the {what} file is {len(raw):,} bytes; the limit is {limit:,} bytes")
+    sniff(raw[:SNIFF_BYTES], source, what)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise decode_error(source, what, raw.count(b"\n", 0, err.start) + 1, err) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 class _Lines(io.TextIOBase):
     """A text stream over a binary file, UTF-8 strict, that counts physical lines and
     refuses over-long ones (so a one-line 1 GB file is not read whole)."""

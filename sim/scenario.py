@@ -340,7 +340,7 @@ def load_scenario(path: str | Path) -> Scenario:
             bad value, allowed values).
     """
     loaded = load_yaml(path, "scenario")
-    check_file_kind(loaded.data, str(path), "scenario")
+    check_file_kind(loaded.data, str(path), "scenario", set(Scenario.model_fields))
     return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 

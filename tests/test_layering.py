@@ -24,10 +24,10 @@ PACKAGES = ("sim", "fleets", "traffic")
 # A module belongs to the layer of its longest matching prefix (``fleets.placement`` is
 # fleet layout, the rest of ``fleets`` catalog data).
 LAYERS = [
-    ("errors", {"sim.errors"}),
+    ("errors, inputs", {"sim.errors", "sim.inputs"}),
     ("catalog/traffic", {"fleets", "traffic"}),
     ("workloads", {"sim.workloads"}),
-    ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors"}),
+    ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors", "sim.overrides"}),
     ("models", {"sim.models"}),
     ("fleet layout", {"fleets.placement", "fleets.packing"}),
     ("plan", {"sim.fleet_plan"}),

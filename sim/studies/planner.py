@@ -52,6 +52,7 @@ from sim.models.parallelism import replica_accelerators
 from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_floor
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
+from sim.overrides import override
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
 from traffic.arrivals import ARRIVAL_ADAPTER
 from traffic.demand_fit import WEEK_S
@@ -117,7 +118,7 @@ def load_plan(path: str | Path) -> PlanSpec:
 
     path = Path(path)
     data = load_yaml(path, "plan").data  # strict YAML with limits (issue 11)
-    check_file_kind(data, str(path), "plan")
+    check_file_kind(data, str(path), "plan", {f.alias or n for n, f in PlanSpec.model_fields.items()})
     if not isinstance(data, dict):
         raise UserError(f"{path}: a plan file must be a YAML mapping")
     data = resolve_paths(data, path.parent, ("demand",))  # trace paths resolve from the plan file
@@ -150,7 +151,7 @@ def scenario_data(spec: PlanSpec, demand: dict, plan: dict[str, Counts], seed: i
     ``facility_limit=False`` drops ``economics.facility_power_limit_mw`` (the planner
     applies it to whole fleets, not to one workload's pools)."""
     fleets = {fleet: plan, **(extra_fleets or {})}
-    economics = spec.economics.model_dump(mode="json")
+    economics = spec.economics.model_dump(mode="json", exclude_unset=True)
     if not facility_limit:
         economics["facility_power_limit_mw"] = None
     data = {
@@ -289,7 +290,7 @@ class WorkloadSearch:
             try:
                 scenario = self._scenario(dict(key))
                 self.cache[key] = all(
-                    meets_slos(run_scenario(scenario.model_copy(update={"seed": self.spec.seed + i})).summary)
+                    meets_slos(run_scenario(override(scenario, [("seed", self.spec.seed + i)], f"plan {self.name}")).summary)
                     for i in range(self.spec.search.seeds)
                 )
             except UserError:  # e.g. a rack power budget: not a feasible fleet
