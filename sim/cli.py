@@ -106,6 +106,10 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 
+FORCE = typer.Option(False, "--force", help="write even where dcsim did not write before (a directory holding other "
+                     "files, an existing file that is not dcsim's output)")
+
+
 def note(message: str, quiet: bool = False) -> None:
     """A diagnostic line on stderr (never stdout, which carries results)."""
     if not quiet:
@@ -154,11 +158,13 @@ def run(
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
     cells: Optional[int] = typer.Option(None, "--cells", metavar="N", help="split every fleet into N identical cells, each with its own router and 1/N of the demand, and merge them (see docs/scale.md, 'Cells')"),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="with --cells: run the cells on this Dask scheduler, or 'local' for a LocalCluster"),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="with --cells: worker processes (default: cores)"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1024, metavar="N", help="with --cells: worker processes, 1..1024 (default: cores)"),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
+    force: bool = FORCE,
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
-    from sim.results.export import check_replaceable, check_writable, write_results
+    from sim.results.export import RESULT_NAMES, check_writable, write_results
+    from sim.results.outputs import output_dir, output_file, planner_signature
     from sim.results.progress import progress_bars
     from sim.results.report_text import run_report, text_width
     from sim.results.tables import run_scenario
@@ -167,9 +173,10 @@ def run(
         _use_overlay(catalog_overlay)
         scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), trace, seed, duration_s)
         if out is not None:
+            out = output_dir(out, "--out", force=force, replace_files=RESULT_NAMES)
             check_writable(out, "--out")
-            check_replaceable(out.absolute())
         if planner is not None:
+            planner = output_file(planner, "--planner", force=force, signature=planner_signature)
             check_writable(planner, "--planner", directory=False)
         started = time.perf_counter()
         if cells is not None:
@@ -183,7 +190,7 @@ def run(
                 results = run_scenario(scenario, progress=bars)
         note(f"simulated {len(scenario.fleets)} fleet(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         if out is not None:
-            note(f"wrote {write_results(results, out)}", quiet)
+            note(f"wrote {write_results(results, out, force=force)}", quiet)
         if planner is not None:
             note(f"wrote {write_run_planner(results, planner, headroom, out)}", quiet)
     typer.echo(run_report(results, text_width()), nl=False)
@@ -255,14 +262,16 @@ def sweep(
     sweep_path: Path = typer.Argument(..., metavar="SWEEP", help="sweep YAML file (base scenario, grid, fleets, seeds)"),
     out: Path = typer.Option(..., "--out", metavar="DIR", help="results directory; a rerun resumes it"),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="'local' (start a LocalCluster) or tcp://HOST:PORT of a Dask scheduler"),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local processes or LocalCluster workers (default: cores; 2 with --dask local); 1 runs in this process"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1024, help="local processes or LocalCluster workers, 1..1024 (default: cores; 2 with --dask local); 1 runs in this process"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 if any point failed"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (per point × fleet, with headroom) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each point's load headroom by re-simulation"),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
+    force: bool = FORCE,
 ) -> None:
     """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
     from sim.results.export import check_writable
+    from sim.results.outputs import output_dir, output_file, planner_signature
     from sim.studies.sweep import check_dask_address, run_sweep
     from sim.studies.sweep_spec import load_sweep
 
@@ -271,8 +280,10 @@ def sweep(
         if dask is not None:
             check_dask_address(dask)
         spec = load_sweep(sweep_path)
+        out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         if planner is not None:
+            planner = output_file(planner, "--planner", force=force, signature=planner_signature)
             check_writable(planner, "--planner", directory=False)
         seeds = f"{len(spec.seeds)} seed(s)" if spec.seeds else "the grid's seeds"
         note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {seeds})")
@@ -320,11 +331,14 @@ def export(
     directory: Path = typer.Argument(..., metavar="DIR", help="a result directory from 'run --out' or 'sweep --out'"),
     planner: Path = typer.Option(..., "--planner", metavar="FILE", help="write the planner CSV to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="find load headroom by re-simulation when DIR lacks it"),
+    force: bool = FORCE,
 ) -> None:
     """Write the planner CSV (one row per fleet, or per sweep point × fleet) from DIR."""
     from sim.results.export import check_writable
+    from sim.results.outputs import output_file, planner_signature
 
     with user_errors():
+        planner = output_file(planner, "--planner", force=force, signature=planner_signature)
         check_writable(planner, "--planner", directory=False)
         note(f"wrote {write_dir_planner(directory, planner, headroom)}")
 
@@ -340,12 +354,14 @@ def plan(
         help="plan fitted demand (arrival kind: fitted) N weeks ahead; overrides the file's horizon_weeks",
     ),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
+    force: bool = FORCE,
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
     from sim.studies.planner import load_plan, run_plan, write_plan
     from sim.studies.planner_report import plan_text
 
     from sim.results.export import check_writable
+    from sim.results.outputs import output_dir, output_file, planner_signature
 
     with user_errors():
         _use_overlay(catalog_overlay)
@@ -353,8 +369,10 @@ def plan(
         if horizon_weeks is not None:
             spec = spec.model_copy(update={"horizon_weeks": horizon_weeks})
         if out is not None:
-            check_writable(out, "--out")
+            out = output_dir(out, "--out", force=force)
+            check_writable(out, "--out", replace=False)
         if planner is not None:
+            planner = output_file(planner, "--planner", force=force, signature=planner_signature)
             check_writable(planner, "--planner", directory=False)
         started = time.perf_counter()
         result = run_plan(spec, log=None if quiet else note)
@@ -372,12 +390,13 @@ def plan(
 def report(
     directory: Path = typer.Argument(..., metavar="DIR", help="a 'run --out' or 'sweep --out' directory"),
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.html", help="where to write (default: DIR.html beside DIR)"),
+    force: bool = FORCE,
 ) -> None:
     """Turn a run or sweep output directory into one self-contained HTML file."""
     from sim.results.report_html import write_report
 
     with user_errors():
-        path = write_report(directory, out)
+        path = write_report(directory, out, force=force)
     note(f"wrote {path}")
 
 
@@ -395,14 +414,17 @@ def validate(
     server: bool = typer.Option(True, "--server/--no-server", help="also predict Server points (exact-engine bisection; slower)"),
     update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted and transferred factors into fleets/data/accelerators.csv"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    force: bool = FORCE,
 ) -> None:
     """Fit the efficiency model on MLPerf Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip."""
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
     from sim.results.export import check_writable
+    from sim.results.outputs import output_dir
 
     with user_errors():
+        out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         started = time.perf_counter()
         result = run_validation(data, fit=fit, server=server)
@@ -428,12 +450,17 @@ def calibrate(
     points: Path = typer.Argument(..., metavar="POINTS", help="your measurements, in the MLPerf results CSV format (extra columns ignored)"),
     out: Path = typer.Option(..., "--out", metavar="OVERLAY", help="write the fitted accelerator rows (an overlay for --catalog) to this CSV"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    force: bool = FORCE,
 ) -> None:
     """Fit eta_c, eta_m (and the shared t_0) of the accelerators in POINTS; write a catalog overlay."""
+    from sim.results.export import check_writable
+    from sim.results.outputs import output_file, overlay_signature
     from sim.studies.validate import calibrate_overlay
     from sim.studies.validate_report import write_overlay
 
     with user_errors():
+        out = output_file(out, "--out", force=force, signature=overlay_signature)
+        check_writable(out, "--out", directory=False)
         table, text = calibrate_overlay(points)
         note(f"wrote {write_overlay(table, out)}", quiet)
     typer.echo(text, nl=False)

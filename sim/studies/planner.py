@@ -42,14 +42,15 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from sim.errors import ScenarioError, UserError
 from sim.models.parallelism import replica_accelerators
 from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_floor
+from sim.results.outputs import check_name
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
 from sim.overrides import override
@@ -75,9 +76,16 @@ class Candidate(_Strict):
     layouts: dict[str, dict] = Field(default_factory=dict, description="per-workload pool fields")
 
 
+RateScale = Annotated[float, Field(gt=0, le=1e6)]
+
+
 class Quarter(_Strict):
-    quarter: str
-    rate_scale: float | dict[str, float] = Field(1.0, description="one factor, or one per workload")
+    """One step of a growth curve: its label (part of the file name
+    ``scenario-<quarter>.yaml``, so a safe name) and the rate factor(s) over today's demand."""
+
+    quarter: Annotated[str, AfterValidator(lambda v: check_name(v, "quarter"))]
+    rate_scale: RateScale | dict[str, RateScale] = Field(
+        1.0, description="one factor, or one per workload, in (0, 1e6]")
 
 
 class Search(_Strict):
@@ -98,7 +106,7 @@ class PlanSpec(_Strict):
     router: str = "least_outstanding"
     economics: Economics = Economics()
     demand: dict[str, dict] = Field(min_length=1, description="workloads as in a scenario")
-    growth: list[Quarter] | None = None
+    growth: list[Quarter] | None = Field(None, max_length=400)
     horizon_weeks: float | None = Field(
         None, ge=0, le=520, description="plan for fitted arrivals N weeks ahead (the end of the horizon)"
     )
@@ -128,6 +136,10 @@ def load_plan(path: str | Path) -> PlanSpec:
         raise ScenarioError(format_validation_error(err, str(path), model=PlanSpec)) from None
     for cand in spec.candidates:
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
+    quarters = [q.quarter for q in spec.growth or []]
+    repeated = sorted({q for q in quarters if quarters.count(q) > 1})
+    if repeated:
+        raise UserError(f"{path}: growth: quarter(s) {repeated} appear twice; each quarter is planned and written once")
     for q in spec.growth or []:
         if isinstance(q.rate_scale, dict) and set(q.rate_scale) - set(spec.demand):
             raise UserError(f"{path}: growth {q.quarter}: rate_scale names unknown workloads "
@@ -516,9 +528,13 @@ def write_plan(result: PlanResult, out_dir: str | Path) -> Path:
     from sim.results.export import write_csv, write_file_atomic
     from sim.scenario import scenario_to_yaml
 
+    from sim.results.export import claim_dir
+    from sim.results.outputs import inside
+
     out_dir = Path(out_dir)
-    write_file_atomic(out_dir / "plan.csv", lambda p: write_csv(result.planner, p))
+    claim_dir(out_dir, "plan")
+    write_file_atomic(inside(out_dir, "plan.csv"), lambda p: write_csv(result.planner, p))
     for q in result.quarters:
         text = scenario_to_yaml(q.scenario)
-        write_file_atomic(out_dir / f"scenario-{q.quarter}.yaml", lambda p, t=text: p.write_text(t, encoding="utf-8"))
+        write_file_atomic(inside(out_dir, f"scenario-{q.quarter}.yaml"), lambda p, t=text: p.write_text(t, encoding="utf-8"))
     return out_dir

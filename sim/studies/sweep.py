@@ -51,7 +51,7 @@ from scipy import stats
 from tqdm import tqdm
 
 from sim.errors import UserError
-from sim.results.export import make_dirs, write_csv, write_file_atomic, write_parquet
+from sim.results.export import claim_dir, make_dirs, write_csv, write_file_atomic, write_parquet
 from sim.overrides import keep_fleet
 from sim.scenario import Scenario, parse_scenario, scenario_to_yaml
 from sim.studies.sweep_spec import Point, SweepSpec, set_path
@@ -434,8 +434,11 @@ def _point_done(path: Path) -> bool:
 
 
 def _prepare_dir(out_dir: Path, spec: SweepSpec) -> None:
+    """Create ``out_dir`` (checked by :func:`sim.results.outputs.output_dir` before),
+    mark it as dcsim's, clear temporary leftovers and write the sweep and base files."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory")
+    claim_dir(out_dir, "sweep")
     try:
         make_dirs(out_dir / POINTS_DIR)
     except OSError as err:

@@ -344,12 +344,12 @@ def test_dangling_symlink_out(tmp_path):
     dangling = tmp_path / "dangling"
     dangling.symlink_to(tmp_path / "nowhere" / "x")
     code, _, stderr = dcsim(["run", _ok_scenario(tmp_path), "--out", dangling, "-q"])
-    assert code == 2 and "symlink to a missing path" in stderr
+    assert code == 2 and "is a symlink" in stderr
 
 
 def test_mount_point_out(tmp_path):
     code, _, stderr = dcsim(["run", _ok_scenario(tmp_path), "--out", "/", "-q"])
-    assert code == 2 and "mount point" in stderr
+    assert code == 2 and ("mount point" in stderr or "current directory or above it" in stderr)
 
 
 def test_planner_pointing_at_a_directory(tmp_path):

@@ -106,7 +106,7 @@ def own_field(draw):
     return name, path, value
 
 
-PROPERTY = settings(max_examples=60, suppress_health_check=list(HealthCheck), deadline=None)
+PROPERTY = settings(max_examples=60, suppress_health_check=list(HealthCheck))
 
 
 # --- the document ------------------------------------------------------------------
