@@ -44,7 +44,15 @@ def _startup_signal(signum, frame) -> None:
     os._exit(128 + signum)
 
 
-if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "dcsim":
+def _in_worker() -> bool:
+    """Whether this is a worker process spawned by dcsim (a sweep's or cells' process
+    pool, a Dask worker): it inherits the parent's argv, and must not say "interrupted"
+    when the parent stops it (e.g. after a disk-full error the parent reports)."""
+    mp = sys.modules.get("multiprocessing")
+    return mp is not None and mp.current_process().name != "MainProcess"
+
+
+if (__name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "dcsim") and not _in_worker():
     sys.excepthook = _interrupt_hook
     signal.signal(signal.SIGTERM, _startup_signal)  # main() installs its own handlers
 

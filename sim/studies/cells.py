@@ -78,7 +78,7 @@ from sim.errors import UserError
 from sim.fleet_plan import FleetPlan, resolve, resolve_fleet
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
-from sim.results.streaming import FleetStream, StreamSpool, write_costed
+from sim.results.streaming import FleetStream, StreamSpool, spool_errors, write_costed
 from sim.results.summary import fleet_summary
 from sim.results.tables import Results, assemble_results
 from sim.overrides import derive, document, keep_fleet
@@ -292,10 +292,11 @@ def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
     """
     check_cells(scenario, cells)  # before any work is sent or any worker started
     resolve(scenario)  # every fleet's placement checked before any worker starts
-    if callable(executor) and not hasattr(executor, "submit"):
-        with executor() as opened:
-            return _run_checked(scenario, cells, opened)
-    return _run_checked(scenario, cells, executor)
+    with spool_errors():  # a full TMPDIR (streamed cells spool there): a clear error, not a traceback
+        if callable(executor) and not hasattr(executor, "submit"):
+            with executor() as opened:
+                return _run_checked(scenario, cells, opened)
+        return _run_checked(scenario, cells, executor)
 
 
 def _run_checked(scenario: Scenario, cells: int, executor) -> Results:
