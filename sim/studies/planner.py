@@ -42,7 +42,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Callable
+from typing import Annotated, Callable, Literal
 
 import pandas as pd
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -55,6 +55,7 @@ from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
 from sim.overrides import override
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
+from sim.workloads.base import MAX_SPAN_S
 from traffic.arrivals import ARRIVAL_ADAPTER
 from traffic.demand_fit import WEEK_S
 
@@ -67,16 +68,26 @@ class _Strict(BaseModel):
 
 class Candidate(_Strict):
     """An accelerator type the planner may buy; pool fields (tp, precision, max_batch,
-    ...) as defaults for every workload, ``layouts`` per workload name."""
+    ...) as defaults for every workload, ``layouts`` per workload name (pool fields,
+    checked as a scenario's pools are)."""
 
     accelerator: str
-    price_usd: float | None = Field(None, ge=0, description="override the catalog price per accelerator")
-    tp: int = Field(1, ge=1)
-    precision: str = "fp8"
+    price_usd: float | None = Field(None, ge=0, le=1e9, description="override the catalog price per accelerator")
+    tp: int = Field(1, ge=1, le=4096)
+    precision: Literal["bf16", "fp8", "fp4"] = "fp8"
     layouts: dict[str, dict] = Field(default_factory=dict, description="per-workload pool fields")
 
 
-RateScale = Annotated[float, Field(gt=0, le=1e6)]
+MAX_RATE_SCALE = 1e6
+
+
+def _check_rate_scale(value: float | dict[str, float]) -> float | dict[str, float]:
+    factors = value.items() if isinstance(value, dict) else [("", value)]
+    for name, factor in factors:
+        if not 0 < factor <= MAX_RATE_SCALE:
+            of = f" of {name} ({factor:g})" if name else ""
+            raise ValueError(f"the rate factor{of} must be in (0, {MAX_RATE_SCALE:g}]")
+    return value
 
 
 class Quarter(_Strict):
@@ -84,13 +95,13 @@ class Quarter(_Strict):
     ``scenario-<quarter>.yaml``, so a safe name) and the rate factor(s) over today's demand."""
 
     quarter: Annotated[str, AfterValidator(lambda v: check_name(v, "quarter"))]
-    rate_scale: RateScale | dict[str, RateScale] = Field(
+    rate_scale: Annotated[float | dict[str, float], AfterValidator(_check_rate_scale)] = Field(
         1.0, description="one factor, or one per workload, in (0, 1e6]")
 
 
 class Search(_Strict):
     max_replicas_per_type: int = Field(64, ge=1, le=10_000)
-    max_simulations: int = Field(400, ge=1)
+    max_simulations: int = Field(400, ge=1, le=100_000)
     mixes: bool = Field(True, description="consider heterogeneous mixes, not only single types")
     seeds: int = Field(1, ge=1, le=100, description="a candidate must meet the SLOs with seeds seed .. seed+n-1")
 
@@ -98,19 +109,19 @@ class Search(_Strict):
 class PlanSpec(_Strict):
     name: str = "plan"
     description: str = ""
-    seed: int = Field(0, ge=0)
-    verify_seed: int | None = Field(None, ge=0, description="seed of the check run; default seed + 1")
-    duration_s: float = Field(gt=0)
-    warmup_s: float = Field(0.0, ge=0)
-    drain_s: float = Field(300.0, ge=0)
-    router: str = "least_outstanding"
+    seed: int = Field(0, ge=0, lt=2**63 - 1000, description="the search's seeds are seed .. seed + search.seeds - 1")
+    verify_seed: int | None = Field(None, ge=0, lt=2**63, description="seed of the check run; default seed + 1")
+    duration_s: float = Field(gt=0, le=MAX_SPAN_S)
+    warmup_s: float = Field(0.0, ge=0, le=MAX_SPAN_S)
+    drain_s: float = Field(300.0, ge=0, le=MAX_SPAN_S)
+    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"] = "least_outstanding"
     economics: Economics = Economics()
-    demand: dict[str, dict] = Field(min_length=1, description="workloads as in a scenario")
+    demand: dict[str, dict] = Field(min_length=1, max_length=100, description="workloads as in a scenario")
     growth: list[Quarter] | None = Field(None, max_length=400)
     horizon_weeks: float | None = Field(
         None, ge=0, le=520, description="plan for fitted arrivals N weeks ahead (the end of the horizon)"
     )
-    candidates: list[Candidate] = Field(min_length=1)
+    candidates: list[Candidate] = Field(min_length=1, max_length=100)
     search: Search = Search()
     headroom: bool = Field(True, description="find the chosen fleet's load headroom by re-simulation")
 
@@ -133,8 +144,16 @@ def load_plan(path: str | Path) -> PlanSpec:
     try:
         spec = PlanSpec.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(format_validation_error(err, str(path), model=PlanSpec)) from None
-    for cand in spec.candidates:
+        raise ScenarioError(format_validation_error(err, str(path), data, model=PlanSpec)) from None
+    accelerators = [c.accelerator for c in spec.candidates]
+    repeated = sorted({a for a in accelerators if accelerators.count(a) > 1})
+    if repeated:
+        raise UserError(f"{path}: candidates: {repeated} listed twice; one candidate per accelerator type")
+    for i, cand in enumerate(spec.candidates):
+        unknown = sorted(set(cand.layouts) - set(spec.demand))
+        if unknown:
+            raise UserError(f"{path}: candidates.{i}.layouts: {unknown} are not workloads of the demand; "
+                            f"workloads: {sorted(spec.demand)}")
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
     quarters = [q.quarter for q in spec.growth or []]
     repeated = sorted({q for q in quarters if quarters.count(q) > 1})
@@ -251,6 +270,7 @@ class WorkloadSearch:
         self.capacity: dict[str, float] = {}
         self.floor_s: dict[str, float] = {}  # fewest busy replica-seconds per request
         self.pp: dict[str, int] = {}
+        self.dropped: dict[str, str] = {}  # candidate -> why it cannot hold this workload
         self.rate = _rate(workload)
         self.types = [c.accelerator for c in spec.candidates if self._feasible(c.accelerator)]
 
@@ -264,7 +284,8 @@ class WorkloadSearch:
         try:
             sc = self._scenario({acc: 1})
             pool = resolve_fleet(sc, 0).pools[0]
-        except UserError:
+        except UserError as err:  # e.g. tp 3 does not divide the heads: said in the report, not silently dropped
+            self.dropped[acc] = " ".join(str(err).split())
             return False
         if pool.layout is None:
             raise UserError(f"plan: workload '{self.name}' ({sc.workloads[self.name].kind}) has no hardware to plan")
@@ -398,6 +419,7 @@ class WorkloadPlan:
     lower_bounds: dict[str, int]  # ceil(rate × fewest replica-seconds per request): no fewer replicas keep up
     per_replica: dict[str, int] = field(default_factory=dict)  # accelerators per replica (tp × pp) per type
     estimates: dict[str, int] = field(default_factory=dict)  # roofline estimate ceil(rate / capacity): search start
+    dropped: dict[str, str] = field(default_factory=dict)  # candidates that cannot hold it, and why
 
 
 @dataclass
@@ -449,7 +471,8 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
     """Cheapest pools for one workload (raises UserError when no type can meet it)."""
     search = WorkloadSearch(spec, name, workload, budget)
     if not search.types:
-        raise UserError(f"plan: no candidate accelerator can hold workload '{name}' (placement fails on all)")
+        reasons = "; ".join(f"{acc}: {why}" for acc, why in search.dropped.items())
+        raise UserError(f"plan: no candidate accelerator can hold workload '{name}': {reasons}")
     singles = {a: search.single(a) for a in search.types}
     feasible = {a: n for a, n in singles.items() if n is not None}
     if not feasible:
@@ -465,7 +488,7 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
     per_replica = {a: _accelerators_per_replica(spec, name, a) for a in search.types}
     return WorkloadPlan(name, search.rate, {a: n for a, n in mix.items() if n}, cost, singles, costs,
                         {a: search.lower_bound(a) for a in search.types}, per_replica,
-                        {a: search.estimate(a) for a in search.types})
+                        {a: search.estimate(a) for a in search.types}, dict(search.dropped))
 
 
 def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:
