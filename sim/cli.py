@@ -304,7 +304,7 @@ def sweep(
     from sim.studies.sweep_report import sweep_text
 
     typer.echo(sweep_text(report.table, spec.swept_fields), nl=False)
-    _report_failures(report.failures, strict)
+    _report_failures(report.failures, strict, every=report.table.empty and len(spec.points) > 0)
 
 
 def _grid_size(spec) -> int:
@@ -314,7 +314,9 @@ def _grid_size(spec) -> int:
     return size
 
 
-def _report_failures(failures, strict: bool) -> None:
+def _report_failures(failures, strict: bool, every: bool = False) -> None:
+    """Notes on the failed points; exit 1 with ``--strict`` if any failed, or when every
+    point failed (there is no result at all)."""
     if failures.empty:
         return
     note(f"{len(failures)} point(s) failed (details in failures.csv):")
@@ -323,7 +325,9 @@ def _report_failures(failures, strict: bool) -> None:
         note(f"  {f['point_id']} fleet {f['fleet']} seed {f['seed']} {f['overrides']}: {first}")
     if len(failures) > 10:
         note(f"  ... and {len(failures) - 10} more")
-    if strict:
+    if every:
+        note("every point failed: the sweep has no result")
+    if strict or every:
         raise typer.Exit(1)
 
 
