@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.errors import UserError
-from sim.inputs import read_csv
+from sim.inputs import parse_number, read_csv, shown_number
 
 # MLPerf accelerator names (``accelerator`` column) -> catalog key; None = not in the
 # catalog (the reason is given in UNKNOWN_ACCELERATORS).
@@ -158,8 +158,8 @@ def read_points_table(path: str | Path) -> pd.DataFrame:
     """The rows of a points CSV as text (one column per header field; missing optional
     columns empty), read through :mod:`sim.inputs`: bounded UTF-8 text, one field per
     column in every row, ``value`` a number in (0, :data:`MAX_MEASURED`] and ``count``
-    a whole number of accelerators from 1 to :data:`MAX_COUNT` (optionally followed by
-    words, as MLPerf writes ``8 x H100``).
+    a whole number of accelerators from 1 to :data:`MAX_COUNT` (``8``, ``8.0``; words
+    may follow after a space, as in ``8 (HLS-Gaudi2 server)``).
 
     Raises:
         UserError: ``file:LINE:FIELD: column: what was expected``, never a cell's text."""
@@ -171,12 +171,12 @@ def read_points_table(path: str | Path) -> pd.DataFrame:
         raise UserError(f"{path}:2: no data rows after the header; expected one measured point per line")
     table.numbers("value", f"a measured throughput in (0, {MAX_MEASURED:g}]", low=0, low_open=True, high=MAX_MEASURED)
     for i, text in enumerate(table.columns["count"]):
-        match = re.match(r"\s*(\d+)", text)
-        digits = match.group(1).lstrip("0") if match else ""
-        if match is None or len(digits) > 6 or not 1 <= int(digits or 0) <= MAX_COUNT:
-            shown = ("not a whole number" if match is None else "0 is out of range" if not digits
-                     else f"{int(digits)} is out of range" if len(digits) <= 30 else "a number out of range")
-            raise table.fail(i, "count", f"{shown}; expected the number of accelerators, 1..{MAX_COUNT:,}")
+        value = parse_number(text.split("(")[0].split()[0]) if text.split() else None
+        if value is None or value != int(value) or not 1 <= value <= MAX_COUNT:
+            shown = "not a whole number" if value is None or value != int(value) else f"{shown_number(value)} is out of range"
+            raise table.fail(i, "count", f"{shown}; expected the number of accelerators, 1..{MAX_COUNT:,} "
+                             f"(words may follow after a space)")
+        table.columns["count"][i] = str(int(value))
     return pd.DataFrame(table.columns, dtype=str)
 
 
