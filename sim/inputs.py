@@ -159,13 +159,14 @@ def read_text(path: str | Path, what: str, limit: int | None = None) -> str:
 
     Raises:
         InputError: see :func:`open_regular`, :func:`sniff`, :func:`decode_error`."""
-    fd, size = open_regular(path, what, limit)
+    limit = LIMITS.get(what, 2_000_000) if limit is None else limit
+    fd, _ = open_regular(path, what, limit)
     try:
         with os.fdopen(fd, "rb", closefd=True) as handle:
-            raw = handle.read(size + 1)
+            raw = handle.read(limit + 1)  # not the stated size: /proc files state 0
     except OSError as err:
         raise InputError(f"{path}: cannot read the {what} file ({err.strerror})") from None
-    if len(raw) > (LIMITS.get(what, 2_000_000) if limit is None else limit):
+    if len(raw) > limit:
         raise InputError(f"{path}: the {what} file grew over the limit while being read")
     sniff(raw[:SNIFF_BYTES], path, what)
     try:
