@@ -25,6 +25,7 @@ from sim.results.export import FLOAT_FORMAT
 from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
 from sim.results.report_html import load_sweep
 from sim.results.tables import Results, run_scenario
+from sim.overrides import document
 from sim.scenario import parse_scenario, scenario_to_yaml
 from sim.studies.headroom import results_planner_table
 from sim.workloads import kind_of
@@ -89,12 +90,12 @@ def choose_scenario() -> tuple[str, dict | None]:
     if name != UPLOAD:
         from sim.scenario import load_scenario
 
-        return name, ds.for_dashboard(load_scenario(files[name]).model_dump(mode="json"))
+        return name, ds.for_dashboard(document(load_scenario(files[name])))
     upload = st.sidebar.file_uploader("scenario YAML", type=["yaml", "yml"], key="upload")
     if upload is None:
         return name, None
     try:
-        data = ds.read_scenario_text(upload.getvalue().decode("utf-8", "replace"), upload.name)
+        data = ds.read_scenario_text(upload.getvalue(), upload.name)
     except ScenarioError as err:
         st.sidebar.error(str(err))
         return name, None
@@ -260,7 +261,7 @@ def sidebar() -> tuple[dict | None, object]:
         workload(bar, name, wl)
     hardware(bar, data)
     prices(bar)
-    return (scenario.model_dump(mode="json") if scenario is not None else None), pressed
+    return (document(scenario) if scenario is not None else None), pressed
 
 
 # --- fleets and pools as a table ---------------------------------------------------

@@ -123,6 +123,11 @@ class FleetConfig(Strict):
         return self
 
 
+MIN_YEARS = 0.1
+"""Shortest depreciation life accepted (years, about five weeks): shorter lives are no
+real input, and 1e-320 years made every cost infinite."""
+
+
 class Economics(Strict):
     """Datacenter cost, financing and power inputs. Defaults and their sources
     (../shared/data/reference/economics.csv unless stated):
@@ -158,8 +163,8 @@ class Economics(Strict):
     electricity_usd_per_kwh: float = Field(0.0892, ge=0, le=100)
     pue: float = Field(1.56, ge=1, le=5)
     facility_capex_usd_per_mw: float = Field(11.7e6, ge=0, le=1e10)
-    depreciation_years: float = Field(5.0, gt=0, le=50)
-    facility_depreciation_years: float = Field(20.0, gt=0, le=100)
+    depreciation_years: float = Field(5.0, ge=MIN_YEARS, le=50, description="IT equipment life, years (>= 0.1)")
+    facility_depreciation_years: float = Field(20.0, ge=MIN_YEARS, le=100, description="facility life, years (>= 0.1)")
     discount_rate_per_year: float = Field(0.0, ge=0, le=1)
     network_capex_usd_per_node: float = Field(66_000.0, ge=0, le=1e7)
     maintenance_fraction_per_year: float = Field(0.0, ge=0, le=1)
@@ -167,7 +172,8 @@ class Economics(Strict):
     other_opex_fraction_per_year: float = Field(0.0, ge=0, le=10)
     ownership: Literal["own", "rent"] = "own"
     rental_usd_per_accelerator_hour: dict[str, Annotated[float, Field(ge=0, le=1000)]] = Field(
-        default_factory=dict, description="per accelerator type; overrides fleets/data/ownership.csv")
+        default_factory=dict, max_length=1000,
+        description="per accelerator type (catalog keys); overrides fleets/data/ownership.csv")
     facility_power_limit_mw: float | None = Field(None, gt=0, le=1e5)
 
 
@@ -340,7 +346,7 @@ def load_scenario(path: str | Path) -> Scenario:
             bad value, allowed values).
     """
     loaded = load_yaml(path, "scenario")
-    check_file_kind(loaded.data, str(path), "scenario")
+    check_file_kind(loaded.data, str(path), "scenario", set(Scenario.model_fields))
     return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
@@ -379,6 +385,10 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         if verifier is not None:
             _check_model(catalog, verifier.model, VERIFIER_KINDS, f"workload '{name}' verifier",
                          ("workloads", name, "verifier", "model"), fail)
+    for key in scenario.economics.rental_usd_per_accelerator_hour:
+        if key not in catalog.accelerators:
+            fail(("economics", "rental_usd_per_accelerator_hour", key),
+                 f"'{key}' is not a catalog accelerator; allowed: {', '.join(sorted(catalog.accelerators))}")
     for f, fleet in enumerate(scenario.fleets):
         for p, pool in enumerate(fleet.pools):
             where = ("fleets", f, "pools", p)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.errors import UserError
+from sim.inputs import parse_number, read_csv, shown_number
 
 # MLPerf accelerator names (``accelerator`` column) -> catalog key; None = not in the
 # catalog (the reason is given in UNKNOWN_ACCELERATORS).
@@ -144,20 +145,49 @@ def family(model_key: str) -> str:
     return "image" if model_key == "sdxl" else "llm"
 
 
-def read_points(path: str | Path) -> tuple[list[Point], pd.DataFrame]:
-    """(expressible points, unexpressed table with a ``reason`` column) from the CSV.
+POINTS_REQUIRED = ("system", "accelerator", "count", "model", "scenario", "metric", "value", "source")
+POINTS_OPTIONAL = ("unit", "precision", "notes", "software")
+MAX_MEASURED = 1e12
+"""Largest measured throughput of one system accepted (tokens or samples per second;
+the largest MLPerf result shipped is ~1.1e6 tokens/s)."""
+MAX_COUNT = 100_000
+"""Most accelerators of one measured system."""
+
+
+def read_points_table(path: str | Path) -> pd.DataFrame:
+    """The rows of a points CSV as text (one column per header field; missing optional
+    columns empty), read through :mod:`sim.inputs`: bounded UTF-8 text, one field per
+    column in every row, ``value`` a number in (0, :data:`MAX_MEASURED`] and ``count``
+    a whole number of accelerators from 1 to :data:`MAX_COUNT` (``8``, ``8.0``; words
+    may follow after a space, as in ``8 (HLS-Gaudi2 server)``).
 
     Raises:
-        UserError: the file is missing or lacks a required column.
-    """
+        UserError: ``file:LINE:FIELD: column: what was expected``, never a cell's text."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"calibration data not found: {path} (pass --data PATH)")
-    rows = pd.read_csv(path, dtype=str).fillna("")
-    missing = [c for c in ("system", "accelerator", "count", "model", "scenario", "metric", "value", "source")
-               if c not in rows.columns]
-    if missing:
-        raise UserError(f"{path}: missing column(s) {missing}")
+    table = read_csv(path, "calibration points", POINTS_REQUIRED, POINTS_OPTIONAL)
+    if table.rows == 0:
+        raise UserError(f"{path}:2: no data rows after the header; expected one measured point per line")
+    table.numbers("value", f"a measured throughput in (0, {MAX_MEASURED:g}]", low=0, low_open=True, high=MAX_MEASURED)
+    for i, text in enumerate(table.columns["count"]):
+        value = parse_number(text.split("(")[0].split()[0]) if text.split() else None
+        if value is None or value != int(value) or not 1 <= value <= MAX_COUNT:
+            shown = "not a whole number" if value is None or value != int(value) else f"{shown_number(value)} is out of range"
+            raise table.fail(i, "count", f"{shown}; expected the number of accelerators, 1..{MAX_COUNT:,} "
+                             f"(words may follow after a space)")
+        table.columns["count"][i] = str(int(value))
+    return pd.DataFrame(table.columns, dtype=str)
+
+
+def read_points(path: str | Path) -> tuple[list[Point], pd.DataFrame]:
+    """(expressible points, unexpressed table with a ``reason`` column) from the CSV
+    (read by :func:`read_points_table`).
+
+    Raises:
+        UserError: the file is missing, unreadable or malformed (file, line, field).
+    """
+    rows = read_points_table(path)
     points, unexpressed = [], []
     for _, group in rows.groupby(["system", "model", "scenario"], sort=True):
         headline = _headline_row(group)

@@ -26,8 +26,8 @@ from sim.errors import UserError
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.tables import Results, run_scenario
 from traffic.demand_fit import FittedArrivals
-from sim.scenario import Scenario, load_scenario, parse_scenario
-from sim.studies.sweep_spec import apply_overrides
+from sim.overrides import derive, keep_fleet, override
+from sim.scenario import Scenario, load_scenario
 
 HEADROOM_MAX = 4.0
 HEADROOM_MIN = 0.25
@@ -53,12 +53,14 @@ def scale_arrival(arrival: dict, factor: float) -> dict:
 
 
 def scaled_scenario(scenario: Scenario, fleet: str, factor: float) -> Scenario:
-    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``."""
-    data = scenario.model_dump(mode="json")
-    data["fleets"] = [f for f in data["fleets"] if f["name"] == fleet]
-    for wl in data["workloads"].values():
-        wl["arrival"] = scale_arrival(wl["arrival"], factor)
-    return parse_scenario(data, f"{scenario.name} (load × {factor:.3g})")
+    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``,
+    changed in its document and validated once (:mod:`sim.overrides`)."""
+    def change(doc: dict) -> None:
+        keep_fleet(doc, fleet)
+        for wl in doc["workloads"].values():
+            wl["arrival"] = scale_arrival(wl["arrival"], factor)
+
+    return derive(scenario, change, f"{scenario.name} (load × {factor:.3g})")
 
 
 def meets_slos(summary: pd.DataFrame) -> bool:
@@ -169,9 +171,9 @@ def _sweep_planner_table(directory: Path, headroom: bool) -> pd.DataFrame:
     if "headroom_load_multiplier" in runs:
         marks = {tuple(k): h for k, h in zip(runs[keys].itertuples(index=False), runs["headroom_load_multiplier"])}
     elif headroom:
-        base = load_scenario(directory / "base-scenario.yaml").model_dump(mode="json")
+        base = load_scenario(directory / "base-scenario.yaml")
         for k, g in runs.groupby(keys, sort=False):
             overrides = list(json.loads(g["overrides_json"].iloc[0]).items()) + [("seed", int(g["seed"].iloc[0]))]
-            scenario = apply_overrides(base, overrides, str(directory / "base-scenario.yaml"))
+            scenario = override(base, overrides, str(directory / "base-scenario.yaml"))
             marks[k] = headroom_multiplier(scenario, g["fleet"].iloc[0])
     return planner_table(runs, keys, marks)

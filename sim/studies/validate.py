@@ -411,6 +411,9 @@ def validate(data_path: str | Path, catalog: Catalog | None = None, fit: bool = 
     skipped = [_unexpressed_row(p, "Server point skipped (--no-server)") for p in points if p not in chosen]
     if skipped:
         unexpressed = pd.concat([unexpressed, pd.DataFrame(skipped)], ignore_index=True)
+    if fit and not any(p.scenario == "Offline" for p in points):
+        raise UserError(f"{data_path}: no Offline point dcsim can express, so there is nothing to fit; "
+                        f"pass --no-fit to predict the points with the shipped catalog")
     if not fit:
         table = pd.DataFrame(_prediction_rows(chosen, catalog, "shipped catalog"))
         return Validation(table, pd.DataFrame(), unexpressed, summarize(table), pd.DataFrame(), pd.DataFrame())

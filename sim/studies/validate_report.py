@@ -101,7 +101,9 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
 def write_outputs(v: Validation, out_dir: Path) -> list[Path]:
     """validation.csv, fitted_factors.csv, loao.csv, loao_summary.csv, unexpressed.csv,
     summary.csv, validation.png (the fit-only files are skipped with ``--no-fit``)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from sim.results.export import claim_dir
+
+    claim_dir(out_dir, "validate")
     files = [("validation.csv", v.points), ("unexpressed.csv", v.unexpressed), ("summary.csv", v.summary)]
     if not v.factors.empty:
         files += [("fitted_factors.csv", v.factors), ("loao.csv", v.loao_points), ("loao_summary.csv", v.loao)]

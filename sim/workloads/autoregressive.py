@@ -7,16 +7,34 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sim.workloads.base import RequestShapes, WorkloadConfig, WorkloadKind, mean_of
 from sim.workloads.checks import check_token_counts
 from traffic.distributions import AZURE_CONV_OUTPUT_LOGNORMAL, AZURE_CONV_PROMPT_LOGNORMAL, Distribution, sample_tokens
 
 
-def azure_lognormal(dist):
-    """A fresh copy of one of the Azure-trace length fits (a default value)."""
-    return dist.model_copy()
+LENGTH_FIELDS = (("prompt_tokens", AZURE_CONV_PROMPT_LOGNORMAL), ("output_tokens", AZURE_CONV_OUTPUT_LOGNORMAL))
+
+
+def default_lengths(data):
+    """A workload's raw fields with the Azure conv fits filled in for the lengths it
+    leaves unset (absent or null), unless its arrival replays a token trace: then they
+    stay None and the trace rows' own lengths are used (:func:`draw_lengths`). The
+    choice is thus a value of the validated model, never whether a field was given, so
+    a scenario dumped and validated again (an override, a cell, a sweep point) draws
+    exactly what it drew before."""
+    if not isinstance(data, dict):
+        return data
+    arrival = data.get("arrival")
+    if isinstance(arrival, dict) and arrival.get("kind") == "trace":
+        return data
+    missing = {field: dist.model_dump() for field, dist in LENGTH_FIELDS if data.get(field) is None}
+    return {**data, **missing} if missing else data
+
+
+LENGTHS_DEFAULT = ("default: a token trace replay's own per-row lengths; otherwise the Azure conv "
+                   "lognormal fit (filled in at validation)")
 
 
 class AutoregressiveWorkload(WorkloadConfig):
@@ -30,23 +48,39 @@ class AutoregressiveWorkload(WorkloadConfig):
     github.com/Azure/AzurePublicDataset (CC-BY 4.0); see traffic.distributions."""
 
     kind: Literal["autoregressive"]
-    prompt_tokens: Distribution = Field(default_factory=lambda: azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
-    output_tokens: Distribution = Field(default_factory=lambda: azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
+    prompt_tokens: Distribution | None = Field(None, description=LENGTHS_DEFAULT)
+    output_tokens: Distribution | None = Field(None, description=LENGTHS_DEFAULT)
     best_of_k: int = Field(1, ge=1, le=64, description="branches per request, sharing a copied prompt KV")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_lengths(cls, data):
+        return default_lengths(data)
 
 
 def draw_lengths(wl, shapes: RequestShapes, rows, draws) -> None:
     """Prompt and output tokens of one window: drawn from the workload's distributions,
-    or a trace replay's own per-row lengths where the workload sets no distribution."""
+    or a trace replay's own per-row lengths where the workload sets none (None: see
+    :func:`default_lengths`). Both streams are drawn either way, so setting one length
+    does not shift the other's draws."""
     n = len(shapes.prompt)
-    shapes.prompt = sample_tokens(wl.prompt_tokens, draws.prompt, n)
-    shapes.output = sample_tokens(wl.output_tokens, draws.output, n)
-    if wl.arrival.kind == "trace":
+    shapes.prompt = sample_tokens(wl.prompt_tokens or AZURE_CONV_PROMPT_LOGNORMAL, draws.prompt, n)
+    shapes.output = sample_tokens(wl.output_tokens or AZURE_CONV_OUTPUT_LOGNORMAL, draws.output, n)
+    if wl.prompt_tokens is None or wl.output_tokens is None:
         trace_prompt, trace_output = wl.arrival.lengths_of(rows)
-        if "prompt_tokens" not in wl.model_fields_set:
+        if wl.prompt_tokens is None:
             shapes.prompt = np.asarray(trace_prompt, dtype=np.int64)
-        if "output_tokens" not in wl.model_fields_set:
+        if wl.output_tokens is None:
             shapes.output = np.asarray(trace_output, dtype=np.int64)
+
+
+def mean_lengths(wl) -> tuple[float, float]:
+    """(mean prompt tokens, mean output tokens): the distributions' analytic means, or a
+    trace replay's own (:meth:`traffic.arrivals.TraceArrivals.mean_lengths`) where the
+    workload sets none."""
+    trace = wl.arrival.mean_lengths() if wl.prompt_tokens is None or wl.output_tokens is None else (0.0, 0.0)
+    return (trace[0] if wl.prompt_tokens is None else mean_of(wl.prompt_tokens),
+            trace[1] if wl.output_tokens is None else mean_of(wl.output_tokens))
 
 
 def beyond_context(pool, tokens: int) -> bool:
@@ -87,7 +121,8 @@ class Autoregressive(WorkloadKind):
         """Batch b = min(max_batch, sequences whose prompt + output fit the KV cache); per
         request one prefill of the mean prompt P plus O decode iterations shared by b
         sequences at mean context P + O/2: 1 / (t_prefill(P) + O·t_decode(b)/b)."""
-        prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        prompt, output = mean_lengths(wl)
+        output = max(output, 1.0)
         batch = pool.config.max_batch
         if perf.kv_bytes_per_token > 0 and pool.kv_capacity_blocks:
             kv_tokens = pool.kv_capacity_blocks * pool.config.kv_block_tokens
@@ -97,5 +132,6 @@ class Autoregressive(WorkloadKind):
 
     def floor_terms(self, wl, perf) -> tuple[float, float]:
         """(linear FLOP of one request: 2·N_active·(P + O), forwards its sequence is in: O)."""
-        prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        prompt, output = mean_lengths(wl)
+        output = max(output, 1.0)
         return perf.linear_flops_per_token * (prompt + output), output

@@ -289,11 +289,11 @@ class ImageDiffusion(Picture):
 
     def draw(self, wl, shapes, rows, draws, default_steps) -> None:
         """An image-trace replay (``format: genai_csv``) sets each request's steps (unless
-        the workload sets them), images and CFG."""
+        the workload sets ``steps``: not None), images and CFG."""
         if getattr(wl.arrival, "format", None) == "genai_csv":
             replayed = wl.arrival.request_shapes(rows)
             n = len(shapes.prompt)
-            shapes.steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else replayed["steps"]
+            shapes.steps = np.zeros(n, dtype=np.int64) if wl.steps is not None else replayed["steps"]
             shapes.images, shapes.cfg = replayed["images"], replayed["cfg"]
 
     def summary_columns(self, wl, acc, cost_usd, window_s, unstable) -> dict:

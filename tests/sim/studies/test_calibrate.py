@@ -68,7 +68,7 @@ def test_a_bad_overlay_is_a_usage_error(tmp_path):
     bad.write_text("key,compute_efficiency,warp_factor\nmi300x,0.5,9\n")
     result = CliRunner().invoke(app, ["run", "scenarios/default.yaml", "--catalog", str(bad), "--quiet"])
     assert result.exit_code == 2
-    assert "warp_factor" in result.output and "bad.csv" in result.output
+    assert "bad.csv:1:3" in result.output and "not a column" in result.output  # by position: the header is not repeated
     worse = tmp_path / "worse.csv"
     worse.write_text("key,compute_efficiency\nmi300x,1.7\n")
     result = CliRunner().invoke(app, ["run", "scenarios/default.yaml", "--catalog", str(worse), "--quiet"])
