@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 from sim.errors import UserError
-from fleets.catalog import (EFFICIENCY_STATUS_WORDS, MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS,
-                            Accelerator, Catalog, Model)
+from fleets.catalog import (EFFICIENCY_STATUS_WORDS, LOCAL_ATTENTION_KINDS, MEMORY_KINDS, MODEL_KINDS,
+                            STATUS_WORDS, Accelerator, Catalog, Model)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TERA = 1e12
@@ -55,9 +55,10 @@ ACCELERATOR_COLUMNS = {
     "network_status": ("network_status", None), "network_source": ("network_source", None),
     "efficiency_status": ("efficiency_status", None),
     "efficiency_source": ("efficiency_source", None), "assumptions": ("assumptions", None),
+    "scaleup_fabric": ("scaleup_fabric", None),
 }
 ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions", "efficiency_band_pct",
-                        "sram_layer_latency_us_per_sqrt_gb", "sram_hop_latency_us"}
+                        "sram_layer_latency_us_per_sqrt_gb", "sram_hop_latency_us", "scaleup_fabric"}
 
 MODEL_COLUMNS = {
     "key": ("key", None), "name": ("name", None), "kind": ("kind", None),
@@ -81,6 +82,13 @@ MODEL_COLUMNS = {
     "attention_flops_fraction": ("attention_flops_fraction", 1.0),
     "moe_layers": ("moe_layers", int),
     "kv_values_per_token_layer": ("kv_values_per_token_layer", int),
+    "local_attention_layers": ("local_attention_layers", int),
+    "local_attention_tokens": ("local_attention_tokens", int),
+    "local_attention_kind": ("local_attention_kind", None),
+    "attention_sinks": ("attention_sinks", bool),
+    "expert_bits_per_param": ("expert_bits_per_param", 1.0),
+    "mla_kv_rank": ("mla_kv_rank", int),
+    "mla_rope_dim": ("mla_rope_dim", int),
 }
 MODEL_REQUIRED = {"key", "name", "kind", "params_b", "active_params_b", "source", "status"}
 
@@ -163,7 +171,23 @@ def _model(row: dict, where: str) -> Model:
     fraction = fields["attention_flops_fraction"]
     if fraction is not None and not 0 <= fraction < 1:
         raise UserError(f"{where} column 'attention_flops_fraction': {fraction} not in [0, 1)")
+    _check_local_attention(fields, where)
     return Model(**fields)
+
+
+def _check_local_attention(fields: dict, where: str) -> None:
+    """A local-attention kind needs its window and a layer count within the model's layers;
+    window and layers without a kind are refused too (which rule would they follow?)."""
+    kind, layers, tokens = (fields["local_attention_kind"], fields["local_attention_layers"],
+                            fields["local_attention_tokens"])
+    if kind:
+        _check_choice(kind, LOCAL_ATTENTION_KINDS, f"{where} column 'local_attention_kind'")
+        if not layers or not tokens or layers > (fields["layers"] or 0):
+            raise UserError(f"{where}: local_attention_kind {kind!r} needs local_attention_tokens >= 1 and "
+                            f"1 <= local_attention_layers <= layers ({fields['layers']})")
+    elif layers or tokens:
+        raise UserError(f"{where} column 'local_attention_kind': empty while local_attention_layers/tokens are "
+                        f"set; allowed: {', '.join(LOCAL_ATTENTION_KINDS)}")
 
 
 def _split_keys(text: str, where: str) -> tuple[str, ...]:
