@@ -142,6 +142,9 @@ class Accelerator:
     efficiency_source: str
     assumptions: str
     scaleup_fabric: str = ""  # key of sim.models.parallelism.FABRICS its collective figures come from
+    moe_efficiency_factor: float = 1.0  # x compute_efficiency for mixture-of-experts models
+    diffusion_efficiency_factor: float = 1.0  # x compute_efficiency for denoisers and VAE decoders
+    fp4_efficiency_factor: float = 1.0  # x compute_efficiency for math at fp4
 
     @property
     def precisions(self) -> tuple[str, ...]:

@@ -56,9 +56,15 @@ ACCELERATOR_COLUMNS = {
     "efficiency_status": ("efficiency_status", None),
     "efficiency_source": ("efficiency_source", None), "assumptions": ("assumptions", None),
     "scaleup_fabric": ("scaleup_fabric", None),
+    "moe_efficiency_factor": ("moe_efficiency_factor", 1.0),
+    "diffusion_efficiency_factor": ("diffusion_efficiency_factor", 1.0),
+    "fp4_efficiency_factor": ("fp4_efficiency_factor", 1.0),
 }
 ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions", "efficiency_band_pct",
-                        "sram_layer_latency_us_per_sqrt_gb", "sram_hop_latency_us", "scaleup_fabric"}
+                        "sram_layer_latency_us_per_sqrt_gb", "sram_hop_latency_us", "scaleup_fabric",
+                        "moe_efficiency_factor", "diffusion_efficiency_factor", "fp4_efficiency_factor"}
+# Optional numeric columns and the value an empty cell means.
+ACCELERATOR_DEFAULTS = {"moe_efficiency_factor": 1.0, "diffusion_efficiency_factor": 1.0, "fp4_efficiency_factor": 1.0}
 
 MODEL_COLUMNS = {
     "key": ("key", None), "name": ("name", None), "kind": ("kind", None),
@@ -156,9 +162,14 @@ def _accelerator(row: dict, where: str) -> Accelerator:
     if not fields["efficiency_status"].lower().startswith(EFFICIENCY_STATUS_WORDS):
         raise UserError(f"{where} column 'efficiency_status': bad status {fields['efficiency_status']!r}; "
                         f"allowed: starts with one of {', '.join(EFFICIENCY_STATUS_WORDS)}")
+    for name, default in ACCELERATOR_DEFAULTS.items():
+        fields[name] = default if fields[name] is None else fields[name]
     for name in ("compute_efficiency", "bandwidth_efficiency", "scaleup_bus_efficiency"):
         if not 0 < fields[name] <= 1:
             raise UserError(f"{where} column '{name}': {fields[name]} not in (0, 1]")
+    for name in ACCELERATOR_DEFAULTS:  # relative factors: the product with eta_c is capped at 1
+        if not 0 < fields[name] <= 2:
+            raise UserError(f"{where} column '{name}': {fields[name]} not in (0, 2]")
     return Accelerator(**fields)
 
 

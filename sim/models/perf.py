@@ -135,7 +135,8 @@ class PerfModel:
         self.peak_flops = accelerator.peak_flops(precision) * group
         attention_peak = accelerator.peak_flops(self.attention_precision) * group
         self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * group
-        self.compute_rate = self.peak_flops * accelerator.compute_efficiency
+        self.compute_efficiency = compute_efficiency(accelerator, model, precision)
+        self.compute_rate = self.peak_flops * self.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
         if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
@@ -270,6 +271,26 @@ class PerfModel:
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
 
 
+DIFFUSION_KINDS = ("image_diffusion", "video_diffusion", "vae_decoder")  # UNet/DiT denoisers and conv VAEs
+
+
+def compute_efficiency(accelerator: Accelerator, model: Model, precision: str) -> float:
+    """Achievable fraction of the dense peak for ``model``'s math at ``precision`` on
+    ``accelerator``: η_c (dense transformer GEMMs) times the kernel-class factor of the
+    model (``moe_efficiency_factor`` for a mixture of experts: grouped expert GEMMs and
+    routing; ``diffusion_efficiency_factor`` for :data:`DIFFUSION_KINDS`) times
+    ``fp4_efficiency_factor`` at fp4, at most 1.  The factors are fitted across chips by
+    ``dcsim validate`` (:mod:`sim.studies.validate`; ``efficiency_source``)."""
+    eta = accelerator.compute_efficiency
+    if model.is_moe:
+        eta *= accelerator.moe_efficiency_factor
+    if model.kind in DIFFUSION_KINDS:
+        eta *= accelerator.diffusion_efficiency_factor
+    if precision == "fp4":
+        eta *= accelerator.fp4_efficiency_factor
+    return min(eta, 1.0)
+
+
 def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float:
     """Expected distinct experts (of ``n_experts``) that ``tokens`` tokens routed top-``top_k``
     touch: E·(1 − (1 − k/E)^n), uniform independent routing (module docstring)."""
@@ -286,7 +307,7 @@ class _ExpertParallel:
         self.perf = perf
         self.ep = perf.ep
         self.dp = perf.ep // tp
-        chip_compute = accelerator.peak_flops(precision) * accelerator.compute_efficiency
+        chip_compute = accelerator.peak_flops(precision) * perf.compute_efficiency
         chip_memory = accelerator.memory_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.group_compute = chip_compute * tp
         self.group_memory = chip_memory * tp
