@@ -92,13 +92,17 @@ class Accelerator:
     server cost, to be added only when ``price_includes_server`` is false (see
     :func:`sim.models.economics.pool_costs`).  The scale-up fields (bandwidth, latency α0,
     latency per doubling of the group α1, bus efficiency η_bus) and the scale-out ones feed
-    the collective costs of :mod:`sim.models.parallelism`.  ``compute_efficiency`` /
-    ``bandwidth_efficiency`` are the achievable fractions of peak (eta_c, eta_m) and
-    ``iteration_overhead_s`` the fixed time of every iteration, all fitted or transferred
-    by ``dcsim validate`` (``efficiency_status``: calibrated / transferred / spec-only);
-    ``efficiency_band_pct`` is the ± uncertainty (%) of a transferred row from the
-    leave-one-accelerator-out residuals (None for a calibrated row).  Sources: the
-    ``*_source`` fields.
+    the collective costs of :mod:`sim.models.parallelism` (``scaleup_fabric`` names the
+    fabric whose measured figures they are).  ``compute_efficiency`` /
+    ``bandwidth_efficiency`` are the achievable fractions of peak (eta_c of dense
+    transformer GEMMs, eta_m) and ``iteration_overhead_s`` the fixed time of every
+    iteration, all fitted or transferred by ``dcsim validate`` (``efficiency_status``:
+    calibrated / transferred / spec-only); the ``*_efficiency_factor`` fields scale eta_c
+    for a kernel class or precision (mixture-of-experts GEMMs, diffusion UNets/DiTs and
+    VAEs, fp4 math: :func:`sim.models.perf.compute_efficiency`), fitted across chips;
+    ``efficiency_band_pct`` is the ± uncertainty (%) of a prediction on this chip from
+    the leave-one-accelerator-out residuals (its own held-out points when it has them,
+    else the other chips'; None: not computed).  Sources: the ``*_source`` fields.
     """
 
     key: str
@@ -413,7 +417,7 @@ class Catalog:
 
     def band_pct(self, keys) -> float | None:
         """Uncertainty band (±%) of a prediction on accelerators ``keys`` (see
-        :func:`perf_band`); None when every one is calibrated.  Unknown keys raise UserError."""
+        :func:`perf_band`); None when none of them has a band.  Unknown keys raise UserError."""
         band = perf_band(self.accelerators, keys)
         return None if band is None else band[0]
 
@@ -453,11 +457,11 @@ class Catalog:
 
 
 def perf_band(accelerators: dict, keys) -> tuple[float, list[str]] | None:
-    """The one perf-band rule: a prediction on accelerators ``keys`` (a fleet's) is as
-    uncertain as its least certain chip, so its band (±%) is the widest
-    ``efficiency_band_pct`` among them. Returns (band, the keys whose efficiency was
-    transferred, in first-seen order), or None when every one is calibrated.
-    ``accelerators``: the catalog's, by key; unknown keys raise UserError."""
+    """The one perf-band rule: a prediction on accelerators ``keys`` (one pool's, or the
+    pools that serve a workload) is as uncertain as its least certain chip, so its band
+    (±%) is the widest ``efficiency_band_pct`` among them. Returns (band, the keys that
+    have a band, in first-seen order), or None when none has one. ``accelerators``: the
+    catalog's, by key; unknown keys raise UserError."""
     keys = list(dict.fromkeys(keys))
     moved = [k for k in keys if _lookup(accelerators, k, "accelerator", "").efficiency_band_pct is not None]
     return (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None

@@ -285,7 +285,8 @@ def _unexpressed_reason(row: pd.Series) -> str:
     if row["scenario"] not in SCENARIOS:
         return f"unsupported scenario {row['scenario']!r} (dcsim expresses {', '.join(SCENARIOS)})"
     if _division(row) == "open":
-        return "open division (modified model or method: pruned, sparse, LCM, GPTQ); not the closed benchmark"
+        return ("open division: the submitter may change the model or method (quantisation scheme, pruning, "
+                "sparsity, fewer steps), so the result is not the closed benchmark's workload")
     if row["model"] not in MODEL_KEYS:
         return f"missing model: benchmark {row['model']!r} has no catalog model"
     if accelerator_key(row["accelerator"]) is None:

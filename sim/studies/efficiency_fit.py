@@ -160,10 +160,12 @@ def with_fit(catalog: Catalog, fit: Fit) -> Catalog:
         if key in accs:
             classes = {f"{t}_efficiency_factor": float(fit.terms[t].value)
                        for t in CLASS_TERMS if t in fit.terms and fit.terms[t].determined}
+            # t_0 is GPU serving software's per-iteration cost; an SRAM machine's per-step
+            # cost is its layer chain (sim.models.sram), so its row keeps its own
+            overhead = accs[key].iteration_overhead_s if accs[key].memory_kind == "sram" else float(fit.overhead_s)
             accs[key] = dataclasses.replace(
                 accs[key], compute_efficiency=float(f.compute_efficiency),
-                bandwidth_efficiency=float(f.bandwidth_efficiency), iteration_overhead_s=float(fit.overhead_s),
-                **classes)
+                bandwidth_efficiency=float(f.bandwidth_efficiency), iteration_overhead_s=overhead, **classes)
     return Catalog(accelerators=accs, models=catalog.models)
 
 

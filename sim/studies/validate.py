@@ -16,10 +16,13 @@ Phases (pure functions; the CLI does the I/O):
    points, fit on every other chip, transfer to it, predict its Offline points: the
    honest accuracy on a chip the fit never saw (the class and stack terms are refitted
    without it too).
-4. :func:`chip_bands`: each chip's band is the :data:`BAND_QUANTILE` quantile of the
-   held-out |errors| of the *other* chips (its vendor's when at least two others were
-   held out, else all; each held-out chip weighs the same), and its coverage is the share
-   of its own held-out points inside that band: the band is checked on points it never saw.
+4. :func:`chip_band`: a chip that was held out gets the :data:`BAND_QUANTILE` quantile of
+   its own held-out |errors| (so it covers those points by construction); a chip without
+   points gets :func:`transfer_band`, the same quantile over the *other* held-out chips
+   (its vendor's when at least two were held out, else all; each chip weighs the same).
+   The rule for transferred chips is checked where it can be: for every held-out chip, the
+   transfer band built without it is compared with its own held-out points
+   (``transfer_band_coverage_pct``).
 5. :func:`validate`: the in-sample fit, the LOAO table, every point predicted with the
    fitted catalog (Server, Interactive and SingleStream points predicted, never fitted),
    the transferred catalog rows and the bands.
@@ -124,10 +127,22 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
 
 
 def chip_band(loao: pd.DataFrame, chip: str, vendor: str) -> tuple[float | None, str]:
-    """(band ±%, basis) of ``chip``: the :data:`BAND_QUANTILE` quantile of the held-out
-    |error| of every other held-out chip of ``vendor`` (when at least
-    :data:`BAND_MIN_SAME_VENDOR` were held out), else of every other held-out chip; each
-    chip's points weigh 1 / its point count. (None, "") when no other chip was held out."""
+    """(band ±%, basis) of ``chip``: the :data:`BAND_QUANTILE` quantile of its own held-out
+    |errors| when it was held out (the fit had never seen it), else :func:`transfer_band`."""
+    own = loao[loao["accelerator"] == chip] if not loao.empty else loao
+    if not own.empty:
+        values = own["error_pct"].abs().to_numpy()
+        band = _weighted_quantile(values, np.ones_like(values), BAND_QUANTILE)
+        return band, f"q{round(100 * BAND_QUANTILE)} of its own {len(own)} held-out |error|s"
+    return transfer_band(loao, chip, vendor)
+
+
+def transfer_band(loao: pd.DataFrame, chip: str, vendor: str) -> tuple[float | None, str]:
+    """(band ±%, basis) for a chip whose efficiencies are transferred: the
+    :data:`BAND_QUANTILE` quantile of the held-out |error| of every other held-out chip of
+    ``vendor`` (when at least :data:`BAND_MIN_SAME_VENDOR` were held out), else of every
+    other held-out chip; each chip's points weigh 1 / its point count. (None, "") when no
+    other chip was held out."""
     if loao.empty:
         return None, ""
     others = loao[loao["accelerator"] != chip]
@@ -158,16 +173,23 @@ def factors_table(fit: Fit, catalog: Catalog, loao: pd.DataFrame) -> pd.DataFram
         acc = catalog.accelerators[key]
         band, basis = chip_band(loao, key, acc.vendor)
         coverage, held = band_coverage(loao, key, band)
+        # the independent check: the band the transfer rule would give this chip, built
+        # without it, against the chip's own held-out points
+        rule_band, _ = transfer_band(loao, key, acc.vendor) if held else (None, "")
+        rule_coverage, _ = band_coverage(loao, key, rule_band)
         rows.append({
             "accelerator": key, "vendor": acc.vendor, "compute_efficiency": round(f.compute_efficiency, 3),
             "bandwidth_efficiency": round(f.bandwidth_efficiency, 3),
             "moe_efficiency_factor": round(_class_factor(fit, catalog, key, "moe"), 3),
             "diffusion_efficiency_factor": round(_class_factor(fit, catalog, key, "diffusion"), 3),
             "fp4_efficiency_factor": round(_class_factor(fit, catalog, key, "fp4"), 3),
-            "iteration_overhead_us": round(fit.overhead_s * 1e6, 1), "status": f.status,
+            "iteration_overhead_us": round((acc.iteration_overhead_s if acc.memory_kind == "sram" else fit.overhead_s)
+                                           * 1e6, 1), "status": f.status,
             "compute_status": f.compute_status, "bandwidth_status": f.bandwidth_status,
             "band_pct": None if band is None else round(band, 1), "band_basis": basis,
             "band_coverage_pct": None if coverage is None else round(coverage, 1), "held_out_points": held,
+            "transfer_band_pct": None if rule_band is None else round(rule_band, 1),
+            "transfer_band_coverage_pct": None if rule_coverage is None else round(rule_coverage, 1),
             "source": _source_text(f, fit),
         })
     return pd.DataFrame(rows)

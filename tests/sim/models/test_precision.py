@@ -37,7 +37,9 @@ def test_each_tensor_has_its_precision(weights, kv, attention):
     peak = {p: float(ACC["b200"][f"peak_{p}_tflops"]) * 1e12 for p in BYTES}
     # decode at batch 1: FLOP time = linear at the weights' peak + attention at its own peak
     ctx = 100_000
-    eta_c = float(ACC["b200"]["compute_efficiency"])
+    eta_c = float(ACC["b200"]["compute_efficiency"])  # dense GEMMs; fp4 math at eta_c x the fp4 factor
+    if weights == "fp4":
+        eta_c *= float(ACC["b200"]["fp4_efficiency_factor"])
     linear_s = 2 * float(L70["active_params_b"]) * 1e9 / (peak[weights] * eta_c)
     attn_s = 4 * int(L70["layers"]) * int(L70["heads"]) * int(L70["head_dim"]) * ctx / (peak[expected_attn] * eta_c)
     line = perf.decode_line(1)
