@@ -77,4 +77,4 @@ def test_encoder_stage_no_longer_streams_the_denoiser_weights():
         + _stage_s(["sdxl-vae-decoder"], 1, "h100-sxm")
     e2e = _one_sdxl_request()["e2e_s"].iloc[0]
     assert e2e == pytest.approx(rest + own, rel=1e-9)
-    assert e2e != pytest.approx(rest + as_denoiser, rel=1e-3)
+    assert e2e != pytest.approx(rest + as_denoiser, rel=1e-6)
