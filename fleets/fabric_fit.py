@@ -76,14 +76,16 @@ def fit_fabric(rows: pd.DataFrame, link_bw_bytes_per_s: float, alpha_log2_s: flo
 
 
 def main(argv: list[str]) -> int:
-    """CLI: fit every fabric of the shipped file with the β and α1 of sim.models.parallelism.FABRICS."""
-    from sim.models.parallelism import FABRICS
+    """CLI: fit every fabric of the shipped file with the β of a catalog row on that fabric
+    (``scaleup_gbps_per_dir``) and, for a fabric measured at one group size, that row's α1."""
+    from fleets.catalog_io import load_catalog
 
+    rows_by_fabric = {a.scaleup_fabric: a for a in load_catalog().accelerators.values() if a.scaleup_fabric}
     data = measurements(Path(argv[0]) if argv else DATA)
     for key, rows in data.groupby("fabric", sort=True):
-        fabric = FABRICS[key]
-        fixed = fabric.alpha_log2_s if len(set(rows["num_gpus"])) < 2 else None
-        fit = fit_fabric(rows, fabric.link_bw_bytes_per_s, fixed)
+        acc = rows_by_fabric[key]
+        fixed = acc.scaleup_latency_log2_s if len(set(rows["num_gpus"])) < 2 else None
+        fit = fit_fabric(rows, acc.scaleup_bw_bytes_per_s, fixed)
         print(f"{key:<14} alpha0 {fit['alpha0_s'] * 1e6:6.2f} us  alpha1 {fit['alpha_log2_s'] * 1e6:5.2f} us  "
               f"eta_bus {fit['bus_efficiency']:.3f}  median |err| {fit['median_rel_error']:.0%}  "
               f"max {fit['max_rel_error']:.0%}  groups {fit['groups']}  rows {fit['rows']}")

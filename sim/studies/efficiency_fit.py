@@ -113,6 +113,7 @@ class Fit:
     pooled: bool = False
     rounds: dict[str, str] = dataclasses.field(default_factory=dict)  # point id -> MLPerf round ("" unknown)
     terms: dict[str, Term] = dataclasses.field(default_factory=dict)
+    vendor_points: frozenset = frozenset()  # ids of the points from a vendor's own table
 
     def term(self, name: str) -> float:
         """The value of term ``name`` (1 when the fit has no such term)."""
@@ -243,7 +244,7 @@ def _fit_from_vector(x: np.ndarray, layout: _Layout, free: dict, catalog: Catalo
         users = tuple(p.point for p in offline if t in point_terms(p, catalog) or t == stack_term(p, catalog))
         terms[t] = Term(math.exp(x[layout.term_column(t)]), free.get(t, True), users)
     return Fit(transfer(catalog, fitted, sources, pooled), float(x[-1]), 0.0, len(offline), pooled,
-               {p.point: p.round for p in offline}, terms)
+               {p.point: p.round for p in offline}, terms, frozenset(p.point for p in offline if p.origin == "vendor"))
 
 
 def _log_errors(points: list[Point], catalog: Catalog, fit: Fit) -> np.ndarray:

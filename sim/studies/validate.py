@@ -241,7 +241,7 @@ def _source_text(f: Factors, fit: Fit) -> str:
         elif status == "spec-only":
             parts.append(f"{name}: no calibrated chip to transfer from; catalog value kept")
         elif status == "calibrated":
-            vendor = sum(1 for o in origin if not fit.rounds.get(o, ""))
+            vendor = sum(1 for o in origin if o in fit.vendor_points)
             parts.append(f"{name} fitted on {len(origin)} {rounds_label(fit.rounds.get(o, '') for o in origin)}"
                          f"Offline point(s)" + (f" ({vendor} of them vendor max-throughput rows)" if vendor else "")
                          + f": {'; '.join(origin)}")
