@@ -132,7 +132,7 @@ class Accelerator:
     iteration_overhead_s: float
     efficiency_band_pct: float | None
     rack_power_budget_w: float
-    sram_layer_latency_s_per_sqrt_gb: float | None
+    sram_layer_latency_s: float | None  # fixed latency of one layer on an SRAM part (sim.models.sram)
     sram_hop_latency_s: float | None
     status: str
     spec_source: str

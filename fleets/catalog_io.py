@@ -47,7 +47,7 @@ ACCELERATOR_COLUMNS = {
     "iteration_overhead_us": ("iteration_overhead_s", MICRO),
     "efficiency_band_pct": ("efficiency_band_pct", 1.0),
     "rack_power_budget_kw": ("rack_power_budget_w", KILO),
-    "sram_layer_latency_us_per_sqrt_gb": ("sram_layer_latency_s_per_sqrt_gb", MICRO),
+    "sram_layer_latency_us": ("sram_layer_latency_s", MICRO),
     "sram_hop_latency_us": ("sram_hop_latency_s", MICRO),
     "status": ("status", None), "spec_source": ("spec_source", None),
     "price_status": ("price_status", None), "price_source": ("price_source", None),
@@ -61,7 +61,7 @@ ACCELERATOR_COLUMNS = {
     "fp4_efficiency_factor": ("fp4_efficiency_factor", 1.0),
 }
 ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions", "efficiency_band_pct",
-                        "sram_layer_latency_us_per_sqrt_gb", "sram_hop_latency_us", "scaleup_fabric",
+                        "sram_layer_latency_us", "sram_hop_latency_us", "scaleup_fabric",
                         "moe_efficiency_factor", "diffusion_efficiency_factor", "fp4_efficiency_factor"}
 # Optional numeric columns and the value an empty cell means.
 ACCELERATOR_DEFAULTS = {"moe_efficiency_factor": 1.0, "diffusion_efficiency_factor": 1.0, "fp4_efficiency_factor": 1.0}

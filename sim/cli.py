@@ -157,7 +157,7 @@ def run(
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
     from sim.results.export import check_replaceable, check_writable, write_results
     from sim.results.progress import progress_bars
-    from sim.results.report_text import run_report
+    from sim.results.report_text import run_report, text_width
     from sim.results.tables import run_scenario
 
     with user_errors():
@@ -183,7 +183,7 @@ def run(
             note(f"wrote {write_results(results, out)}", quiet)
         if planner is not None:
             note(f"wrote {write_run_planner(results, planner, headroom, out)}", quiet)
-    typer.echo(run_report(results), nl=False)
+    typer.echo(run_report(results, text_width()), nl=False)
 
 
 def _run_cells(scenario: Scenario, cells: int, dask: Optional[str], workers: Optional[int]):

@@ -67,6 +67,19 @@ class PoolConfig(Strict):
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
     ep: int = Field(1, ge=1, le=4096, description="expert-parallel group of a MoE model (accelerators per pipeline "
                     "stage, in one scale-up domain; a multiple of tp dividing the routed experts); 1: none")
+    sp: int | None = Field(
+        None, ge=1, le=4096, description="sequence-parallel degree of a video DiT (its tokens split over sp GPUs of "
+        "one scale-up domain; replica accelerators = tp x sp x pp); default: 1 (the reference codes run Wan 2.1/2.2 "
+        "with --ulysses_size = the GPU count)")
+    sp_attention: Literal["ulysses", "ring"] | None = Field(
+        None, description="how SP attention exchanges tokens: Ulysses all-to-all (sp divides the heads) or ring K/V "
+        "passes; default: the model's reference code (sim.models.video_parallel.REFERENCES)")
+    fsdp: bool | None = Field(
+        None, description="video DiT weights and text encoder sharded over the SP group (FSDP, a block gathered "
+        "before it runs); default: on when sp > 1 (Wan --dit_fsdp --t5_fsdp)")
+    offload: bool | None = Field(
+        None, description="video DiT pipeline models moved to host memory between phases (Wan --offload_model); "
+        "default: on for a one-GPU replica, as Wan's generate.py")
     precision: Literal["bf16", "fp8", "fp4"] = Field("fp8", description="weights and linear-layer math")
     kv_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
         None, description="KV cache; default: the weights', FP8 under FP4 weights (production FP4 serving)")

@@ -155,18 +155,17 @@ def stack_terms(points: list[Point], catalog: Catalog) -> tuple[str, ...]:
 def with_fit(catalog: Catalog, fit: Fit) -> Catalog:
     """A copy of ``catalog`` with every chip of ``fit`` given its (η_c, η_m), t_0 and the
     class factors the fit determined (others keep the row's value): the reference stack's
-    efficiencies."""
+    efficiencies. SRAM machines (Groq, Cerebras) keep their rows: their per-step cost comes
+    from their architecture (:mod:`sim.models.sram`), not from GPU serving stacks."""
     accs = dict(catalog.accelerators)
     for key, f in fit.factors.items():
-        if key in accs:
+        if key in accs and accs[key].memory_kind != "sram":  # SRAM machines: sim.models.sram
             classes = {f"{t}_efficiency_factor": float(fit.terms[t].value)
                        for t in CLASS_TERMS if t in fit.terms and fit.terms[t].determined}
-            # t_0 is GPU serving software's per-iteration cost; an SRAM machine's per-step
-            # cost is its layer chain (sim.models.sram), so its row keeps its own
-            overhead = accs[key].iteration_overhead_s if accs[key].memory_kind == "sram" else float(fit.overhead_s)
             accs[key] = dataclasses.replace(
                 accs[key], compute_efficiency=float(f.compute_efficiency),
-                bandwidth_efficiency=float(f.bandwidth_efficiency), iteration_overhead_s=overhead, **classes)
+                bandwidth_efficiency=float(f.bandwidth_efficiency), iteration_overhead_s=float(fit.overhead_s),
+                **classes)
     return Catalog(accelerators=accs, models=catalog.models)
 
 
@@ -200,6 +199,9 @@ def transfer(catalog: Catalog, fitted: dict[str, tuple[float, float, bool, bool]
     calibration point ids.  ``pooled`` ignores the vendor (the alternative rule)."""
     out = {}
     for key, acc in catalog.accelerators.items():
+        if acc.memory_kind == "sram":  # modelled from their architecture (sim.models.sram), not by this fit
+            out[key] = Factors(acc.compute_efficiency, acc.bandwidth_efficiency, "spec-only", "spec-only", (), ())
+            continue
         parts = []
         for i in (0, 1):
             if key in fitted and fitted[key][2 + i]:

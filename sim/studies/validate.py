@@ -172,6 +172,8 @@ def factors_table(fit: Fit, catalog: Catalog, loao: pd.DataFrame) -> pd.DataFram
     for key, f in fit.factors.items():
         acc = catalog.accelerators[key]
         band, basis = chip_band(loao, key, acc.vendor)
+        if acc.memory_kind == "sram":  # not this fit's: the row's own band
+            band, basis = acc.efficiency_band_pct, "the catalog row's (sim.models.sram)"
         coverage, held = band_coverage(loao, key, band)
         # the independent check: the band the transfer rule would give this chip, built
         # without it, against the chip's own held-out points
@@ -184,7 +186,8 @@ def factors_table(fit: Fit, catalog: Catalog, loao: pd.DataFrame) -> pd.DataFram
             "diffusion_efficiency_factor": round(_class_factor(fit, catalog, key, "diffusion"), 3),
             "fp4_efficiency_factor": round(_class_factor(fit, catalog, key, "fp4"), 3),
             "iteration_overhead_us": round((acc.iteration_overhead_s if acc.memory_kind == "sram" else fit.overhead_s)
-                                           * 1e6, 1), "status": f.status,
+                                           * 1e6, 1), "status": "own model (sim.models.sram)" if acc.memory_kind == "sram"
+            else f.status,
             "compute_status": f.compute_status, "bandwidth_status": f.bandwidth_status,
             "band_pct": None if band is None else round(band, 1), "band_basis": basis,
             "band_coverage_pct": None if coverage is None else round(coverage, 1), "held_out_points": held,

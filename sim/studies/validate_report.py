@@ -163,7 +163,7 @@ def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
     by_key = {r.accelerator: r for r in factors.itertuples()}
     for row in rows:
         fit = by_key.get(row["key"])
-        if fit is None:
+        if fit is None or row.get("memory_kind") == "sram":  # SRAM machines: sim.models.sram's, not this fit's
             continue
         row["compute_efficiency"] = f"{fit.compute_efficiency:.3f}"
         row["bandwidth_efficiency"] = f"{fit.bandwidth_efficiency:.3f}"

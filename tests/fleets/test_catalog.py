@@ -15,8 +15,8 @@ ACCELERATOR_KEYS = {"h100-sxm", "h200", "h200-nvl", "b200", "b300", "gb200", "gb
                     "tpu-v6e", "tpu7x", "gaudi3", "trainium2", "groq-lpu", "cerebras-wse3"}
 MODEL_KEYS = {"llama-3-8b", "llama-3.1-8b", "llama-3-70b", "llama-3.1-70b", "llama-3.3-70b", "llama-2-70b", "llama-3.1-405b", "mixtral-8x7b",
               "deepseek-v3", "deepseek-r1", "gpt-oss-120b", "gpt-oss-20b", "qwen3-32b", "qwen3-235b-a22b",
-              "llama-4-scout", "llama-4-maverick", "wan2.2-t2v-a14b",
-              "llada-8b", "sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b", "verifier",
+              "llama-4-scout", "llama-4-maverick",
+              "llada-8b", "sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b", "wan2.2-t2v-a14b", "verifier",
               "clip-l-text", "openclip-bigg-text", "t5-xxl-encoder", "umt5-xxl-encoder",
               "sdxl-vae-decoder", "flux-vae-decoder", "wan-vae-decoder", "sd-safety-checker"}
 

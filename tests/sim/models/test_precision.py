@@ -47,7 +47,7 @@ def test_each_tensor_has_its_precision(weights, kv, attention):
 
 
 @pytest.mark.parametrize("key,precision", [("tpu-v5e", "fp8"), ("cerebras-wse3", "fp8"), ("h100-sxm", "fp4"),
-                                           ("mi300x", "fp4"), ("groq-lpu", "fp8")])
+                                           ("mi300x", "fp4"), ("groq-lpu", "fp4")])
 def test_a_part_without_a_peak_refuses_the_precision(key, precision):
     assert ACC[key][f"peak_{precision}_tflops"] == ""
     with pytest.raises(UserError, match=f"has no {precision} peak"):
