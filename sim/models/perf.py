@@ -271,7 +271,10 @@ class PerfModel:
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
 
 
-DIFFUSION_KINDS = ("image_diffusion", "video_diffusion", "vae_decoder")  # UNet/DiT denoisers and conv VAEs
+# Kernel class of diffusion_efficiency_factor (fitted on SDXL's UNet: convolutions, FP16
+# attention under FP8 GEMMs): image denoisers and conv VAEs. Video DiTs are transformer
+# GEMMs plus attention, which sim.models.video_parallel costs at its own fitted rate.
+DIFFUSION_KINDS = ("image_diffusion", "vae_decoder")
 
 
 def compute_efficiency(accelerator: Accelerator, model: Model, precision: str) -> float:
