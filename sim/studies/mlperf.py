@@ -157,6 +157,8 @@ def _scenario(point: Point, layout: Layout, arrival: dict, duration_s: float, wa
     workload, max_batch = _workload(point)
     pool = {"name": "sut", "accelerator": point.accelerator, "serves": ["bench"], "replicas": 1,
             "tp": layout.tp, "precision": point.precision, "max_batch": max_batch}
+    if family(point.model) == "llm":
+        pool["max_prefill_tokens"] = benchmark_of(point).prefill_budget_tokens
     return parse_scenario({
         "name": f"mlperf {point.point}", "seed": SEED, "duration_s": duration_s, "warmup_s": warmup_s,
         "drain_s": 3600.0, "sample_interval_s": SAMPLE_INTERVAL_S, "workloads": {"bench": {**workload, "arrival": arrival}},

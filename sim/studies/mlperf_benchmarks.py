@@ -38,6 +38,10 @@ Lengths (tokens; what dcsim draws, clipped lognormals of :data:`LENGTH_SIGMA` in
   (llama2-70b 2048, mixtral-8x7b 3072-6144, llama3_1-8b 2048-6000, llama3_1-405b 128-512)
   and AMD's vLLM ``max_num_seqs`` in ``closed/AMD/code/*/harness_llm/models/*/offline_*.yaml``
   (llama2-70b 1792-3450), all @965182b03376.
+- Token budget of one iteration (chunked prefill; it sets how long a prompt holds up the
+  running decodes): TensorRT-LLM's runtime ``max_num_tokens`` in the same H200 configs
+  (llama2-70b, llama3_1-8b and llama3_1-405b 1536, mixtral-8x7b 9216); dcsim's default
+  8,192 (vLLM's ``max_num_batched_tokens``) where no config was read.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class Benchmark:
     width_px: int | None = None
     frames: int | None = None
     assumed: str = ""  # what is assumed, said beside every prediction
+    prefill_budget_tokens: int = 8192  # tokens one iteration may carry (the engine's max_prefill_tokens)
     reserve_full_sequence: bool = False  # KV reserved for input + output at admission (no eviction)
     kv_fraction_of_free: float | None = None  # KV pool = this x (memory - weights); None: 90 % of memory - weights
 
@@ -86,13 +91,14 @@ _INPUT_ASSUMED = "mean input {} tokens ASSUMED (MLPerf does not publish it; sim/
 
 BENCHMARKS = {
     "llama-2-70b": Benchmark("llama-2-70b", 300.0, 1024, 294.45, 1024, Bounds(2.0, 0.2), Bounds(0.45, 0.04),
-                             max_batch=2048, assumed=_INPUT_ASSUMED.format(300)),
+                             max_batch=2048, prefill_budget_tokens=1536, assumed=_INPUT_ASSUMED.format(300)),
     "mixtral-8x7b": Benchmark("mixtral-8x7b", 300.0, 2048, 145.9, 2048, Bounds(2.0, 0.2), None,
-                              max_batch=3072, assumed=_INPUT_ASSUMED.format(300)),
+                              max_batch=3072, prefill_budget_tokens=9216, assumed=_INPUT_ASSUMED.format(300)),
     "llama-3.1-8b": Benchmark("llama-3.1-8b", 950.0, 2048, 128.0, 128, Bounds(2.0, 0.1), Bounds(0.5, 0.03),
-                              max_batch=2048, assumed=_INPUT_ASSUMED.format(950)),
+                              max_batch=2048, prefill_budget_tokens=1536, assumed=_INPUT_ASSUMED.format(950)),
     "llama-3.1-405b": Benchmark("llama-3.1-405b", 9400.0, 20000, 652.0, 2000, Bounds(6.0, 0.175),
-                                Bounds(4.5, 0.08), max_batch=512, assumed=_INPUT_ASSUMED.format(9400)),
+                                Bounds(4.5, 0.08), max_batch=512, prefill_budget_tokens=1536,
+                                assumed=_INPUT_ASSUMED.format(9400)),
     "deepseek-r1": Benchmark("deepseek-r1", 800.0, 3136, 3886.2274, 20000, Bounds(2.0, 0.08), Bounds(1.5, 0.015),
                              max_batch=2048, assumed=_INPUT_ASSUMED.format(800)),
     "gpt-oss-120b": Benchmark("gpt-oss-120b", 1500.0, 15330, 1278.2, 10240, Bounds(3.0, 0.08), Bounds(2.0, 0.015),
