@@ -223,8 +223,8 @@ def workload_table(name: str, g: pd.DataFrame, width: int | None = DEFAULT_WIDTH
     title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
     text = f"{title}\n{table(headers, zip(*columns), right, width)}"
     if g.get("tails_lower_bound", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
-        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count "
-                 "with the time they had waited when the run ended")
+        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count"
+                 "\n    with the time they had waited when the run ended")
     return text
 
 
@@ -301,8 +301,9 @@ def _band_line(pools: pd.DataFrame) -> str:
     known = [(str(p["pool"]), p["perf_band_pct"]) for _, p in pools.iterrows() if not _missing(p["perf_band_pct"])]
     if not known:
         return "no band (dcsim validate gave none)"
-    return ("±% on latency, throughput and cost per pool: " + ", ".join(f"{name} ±{band:.0f}%" for name, band in known)
-            + " (q80 of held-out errors, dcsim validate)")
+    bands = sorted({round(band) for _, band in known})
+    spread = f"±{bands[0]}%" if len(bands) == 1 else f"±{bands[0]}-{bands[-1]}% (band column)"
+    return f"{spread} on latency, throughput and cost (q80 of held-out errors, dcsim validate)"
 
 
 def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own",

@@ -32,7 +32,12 @@ def test_band_per_pool_in_the_pool_table_report_and_planner_csv():
     table = planner_table(fleet_workload_rows(results), ["fleet"])
     assert table["perf_band_pct"].iloc[0] == max(b200, h100)  # the fleet row: its least certain pool
     report = run_report(results)
-    assert f"a ±{b200:.0f}%, b ±{h100:.0f}%" in report
+    low, high = sorted((round(b200), round(h100)))
+    spread = f"±{low}%" if low == high else f"±{low}-{high}% (band column)"
+    assert f"perf model     {spread} on latency" in report  # the fleet line
+    rows = {line.split()[0]: line.split() for line in report.splitlines() if line[:2] in ("a ", "b ")
+            and len(line.split()) > 2 and line.split()[1] in ("b200", "h100-sxm")}
+    assert (rows["a"][2], rows["b"][2]) == (f"±{b200:.0f}%", f"±{h100:.0f}%")  # the pool table's band column
 
 
 def test_a_calibrated_chip_has_its_own_band():
