@@ -272,22 +272,30 @@ class PerfModel:
 
 
 # Kernel class of diffusion_efficiency_factor (fitted on SDXL's UNet: convolutions, FP16
-# attention under FP8 GEMMs): image denoisers and conv VAEs. Video DiTs are transformer
-# GEMMs plus attention, which sim.models.video_parallel costs at its own fitted rate.
+# attention under FP8 GEMMs): convolutional image denoisers (UNets) and conv VAEs, the
+# rows of these kinds without a transformer layer count. A DiT (FLUX.1: 57 transformer
+# blocks) is transformer GEMMs plus attention, costed at η_c like an LLM prefill (no
+# diffusion DiT result to fit it on); video DiTs are costed by sim.models.video_parallel.
 DIFFUSION_KINDS = ("image_diffusion", "vae_decoder")
+
+
+def is_conv_diffusion(model: Model) -> bool:
+    """Does ``model`` take ``diffusion_efficiency_factor``: a UNet denoiser or a VAE decoder
+    (kind in :data:`DIFFUSION_KINDS`, no transformer ``layers``)?"""
+    return model.kind in DIFFUSION_KINDS and not model.layers
 
 
 def compute_efficiency(accelerator: Accelerator, model: Model, precision: str) -> float:
     """Achievable fraction of the dense peak for ``model``'s math at ``precision`` on
     ``accelerator``: η_c (dense transformer GEMMs) times the kernel-class factor of the
     model (``moe_efficiency_factor`` for a mixture of experts: grouped expert GEMMs and
-    routing; ``diffusion_efficiency_factor`` for :data:`DIFFUSION_KINDS`) times
+    routing; ``diffusion_efficiency_factor`` for UNets and VAEs, :func:`is_conv_diffusion`) times
     ``fp4_efficiency_factor`` at fp4, at most 1.  The factors are fitted across chips by
     ``dcsim validate`` (:mod:`sim.studies.validate`; ``efficiency_source``)."""
     eta = accelerator.compute_efficiency
     if model.is_moe:
         eta *= accelerator.moe_efficiency_factor
-    if model.kind in DIFFUSION_KINDS:
+    if is_conv_diffusion(model):
         eta *= accelerator.diffusion_efficiency_factor
     if precision == "fp4":
         eta *= accelerator.fp4_efficiency_factor

@@ -6,7 +6,7 @@ Terms (each a multiplier on the roofline's peak rates, :func:`sim.models.perf.co
 - per chip, η_c (dense transformer GEMMs at the run's precision, whose own peak is used:
   bf16, fp8 or fp4) and η_m (memory bandwidth);
 - across chips, a factor per kernel class: ``moe`` (grouped expert GEMMs and routing of a
-  mixture of experts), ``diffusion`` (UNet/DiT denoisers and VAE convolutions) and ``fp4``
+  mixture of experts), ``diffusion`` (UNet denoisers and VAE convolutions, :func:`sim.models.perf.is_conv_diffusion`) and ``fp4``
   (NVFP4/MXFP4 math against its doubled peak); each is fitted on every chip that runs
   that class beside a dense LLM at the reference precision, so it is separated from η_c;
 - a serving-stack factor ``stack:<vendor>:<stack>`` on both rates of points served by a
@@ -46,7 +46,8 @@ from scipy.optimize import least_squares
 from scipy.sparse import lil_matrix
 
 from fleets.catalog import Catalog
-from sim.studies.calibration import Point, family
+from sim.models.perf import is_conv_diffusion
+from sim.studies.calibration import Point
 from sim.studies.mlperf import predict
 
 ETA_MIN = 0.02
@@ -126,7 +127,7 @@ def point_terms(point: Point, catalog: Catalog) -> tuple[str, ...]:
     out = []
     if model.is_moe:
         out.append("moe")
-    if family(point.model) in ("image", "video"):
+    if is_conv_diffusion(model):
         out.append("diffusion")
     if point.precision == "fp4":
         out.append("fp4")
