@@ -16,8 +16,8 @@ from pathlib import Path
 
 from sim.errors import InputError, UserError
 from sim.inputs import parse_number, read_csv, reraised_as, shown_number
-from fleets.catalog import (EFFICIENCY_STATUS_WORDS, MEMORY_KINDS, MODEL_KINDS, STATUS_WORDS,
-                            Accelerator, Catalog, Model)
+from fleets.catalog import (EFFICIENCY_STATUS_WORDS, LOCAL_ATTENTION_KINDS, MEMORY_KINDS, MODEL_KINDS,
+                            STATUS_WORDS, Accelerator, Catalog, Model)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TERA = 1e12
@@ -57,9 +57,16 @@ ACCELERATOR_COLUMNS = {
     "network_status": ("network_status", None), "network_source": ("network_source", None),
     "efficiency_status": ("efficiency_status", None),
     "efficiency_source": ("efficiency_source", None), "assumptions": ("assumptions", None),
+    "scaleup_fabric": ("scaleup_fabric", None),
+    "moe_efficiency_factor": ("moe_efficiency_factor", 1.0),
+    "diffusion_efficiency_factor": ("diffusion_efficiency_factor", 1.0),
+    "fp4_efficiency_factor": ("fp4_efficiency_factor", 1.0),
 }
 ACCELERATOR_OPTIONAL = {"peak_fp8_tflops", "peak_fp4_tflops", "assumptions", "efficiency_band_pct",
-                        "sram_layer_latency_us", "sram_hop_latency_us"}
+                        "sram_layer_latency_us", "sram_hop_latency_us", "scaleup_fabric",
+                        "moe_efficiency_factor", "diffusion_efficiency_factor", "fp4_efficiency_factor"}
+# Optional numeric columns and the value an empty cell means.
+ACCELERATOR_DEFAULTS = {"moe_efficiency_factor": 1.0, "diffusion_efficiency_factor": 1.0, "fp4_efficiency_factor": 1.0}
 
 # Allowed range of every numeric accelerator column, in the CSV's units: (low, high, low
 # excluded). Wide enough for any real part (the shipped rows span 188..62,500 TFLOP/s,
@@ -78,7 +85,10 @@ ACCELERATOR_RANGES = {
     "server_cost_usd_per_node": (0, 1e9, False), "compute_efficiency": (0, 1, True),
     "bandwidth_efficiency": (0, 1, True), "iteration_overhead_us": (0, 1e6, False),
     "efficiency_band_pct": (0, 1000, False), "rack_power_budget_kw": (0, 1e4, True),
-    "sram_layer_latency_us_per_sqrt_gb": (0, 1e6, False), "sram_hop_latency_us": (0, 1e6, False),
+    # relative kernel-class factors: the product with eta_c is capped at 1
+    "moe_efficiency_factor": (0, 2, True), "diffusion_efficiency_factor": (0, 2, True),
+    "fp4_efficiency_factor": (0, 2, True),
+    "sram_layer_latency_us": (0, 1e6, False), "sram_hop_latency_us": (0, 1e6, False),
 }
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 """An accelerator key: it names planner CSV columns (``accelerators_<key>``) and scenario fields."""
@@ -105,6 +115,13 @@ MODEL_COLUMNS = {
     "attention_flops_fraction": ("attention_flops_fraction", 1.0),
     "moe_layers": ("moe_layers", int),
     "kv_values_per_token_layer": ("kv_values_per_token_layer", int),
+    "local_attention_layers": ("local_attention_layers", int),
+    "local_attention_tokens": ("local_attention_tokens", int),
+    "local_attention_kind": ("local_attention_kind", None),
+    "attention_sinks": ("attention_sinks", bool),
+    "expert_bits_per_param": ("expert_bits_per_param", 1.0),
+    "mla_kv_rank": ("mla_kv_rank", int),
+    "mla_rope_dim": ("mla_rope_dim", int),
 }
 MODEL_REQUIRED = {"key", "name", "kind", "params_b", "active_params_b", "source", "status"}
 
@@ -185,6 +202,8 @@ def _accelerator(row: dict, where: str, place=None) -> Accelerator:
     if fields["scaleup_bw_bytes_per_s"] == 0 and fields["scaleup_domain_size"] > 1:
         raise UserError(f"{place('scaleup_gbps_per_dir')}: 0 with a scale-up domain of {fields['scaleup_domain_size']} "
                         f"accelerators; allowed: > 0 (0 only when scaleup_domain_size is 1)")
+    for name, default in ACCELERATOR_DEFAULTS.items():
+        fields[name] = default if fields[name] is None else fields[name]
     return Accelerator(**fields)
 
 
@@ -197,7 +216,23 @@ def _model(row: dict, where: str) -> Model:
     fraction = fields["attention_flops_fraction"]
     if fraction is not None and not 0 <= fraction < 1:
         raise UserError(f"{where} column 'attention_flops_fraction': {fraction} not in [0, 1)")
+    _check_local_attention(fields, where)
     return Model(**fields)
+
+
+def _check_local_attention(fields: dict, where: str) -> None:
+    """A local-attention kind needs its window and a layer count within the model's layers;
+    window and layers without a kind are refused too (which rule would they follow?)."""
+    kind, layers, tokens = (fields["local_attention_kind"], fields["local_attention_layers"],
+                            fields["local_attention_tokens"])
+    if kind:
+        _check_choice(kind, LOCAL_ATTENTION_KINDS, f"{where} column 'local_attention_kind'")
+        if not layers or not tokens or layers > (fields["layers"] or 0):
+            raise UserError(f"{where}: local_attention_kind {kind!r} needs local_attention_tokens >= 1 and "
+                            f"1 <= local_attention_layers <= layers ({fields['layers']})")
+    elif layers or tokens:
+        raise UserError(f"{where} column 'local_attention_kind': empty while local_attention_layers/tokens are "
+                        f"set; allowed: {', '.join(LOCAL_ATTENTION_KINDS)}")
 
 
 def _split_keys(text: str, where: str) -> tuple[str, ...]:

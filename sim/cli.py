@@ -414,21 +414,26 @@ def report(
 
 # --- validate (sim.studies.validate) ---------------------------------------------------------
 
-DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1] / "fleets" / "data" / "reference" / "calibration_points.csv"
-"""MLPerf Inference v4.0/v4.1 points shipped with dcsim (fleets/data/reference/NOTICE.md)."""
+REFERENCE_DATA = Path(__file__).resolve().parents[1] / "fleets" / "data" / "reference"
+DEFAULT_CALIBRATION_DATA = (REFERENCE_DATA / "calibration_points_with_precision.csv",
+                            REFERENCE_DATA / "mlperf_v5.1_points.csv",
+                            REFERENCE_DATA / "trtllm_perf_overview.csv")
+"""MLPerf Inference v4.0/v4.1 (with each row's precision) and v5.1 points and the TensorRT-LLM
+max-throughput table shipped with dcsim (fleets/data/reference/NOTICE.md)."""
 
 
 @app.command()
 def validate(
     out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, loao.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
-    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", "--points", metavar="PATH", help="MLPerf results CSV (v4.x/v5.x format; extra columns ignored)"),
+    data: Optional[list[Path]] = typer.Option(None, "--data", "--points", metavar="PATH", help="results CSV (MLPerf v4.x/v5.x format; extra columns ignored); repeat for several; default: the shipped MLPerf v4.x + v5.1 points and TensorRT-LLM table"),
     fit: bool = typer.Option(True, "--fit/--no-fit", help="--no-fit: predict every row with the shipped catalog (no fit, no cross-validation)"),
-    server: bool = typer.Option(True, "--server/--no-server", help="also predict Server points (exact-engine bisection; slower)"),
+    server: bool = typer.Option(True, "--server/--no-server", help="also predict Server and Interactive points (exact-engine bisection; slower)"),
+    compare_rules: bool = typer.Option(False, "--compare-rules", help="also cross-validate the pooled transfer rule (ignore the vendor)"),
     update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted and transferred factors into fleets/data/accelerators.csv"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
     force: bool = FORCE,
 ) -> None:
-    """Fit the efficiency model on MLPerf Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip."""
+    """Fit the efficiency model on MLPerf and vendor Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip, band every chip."""
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
@@ -439,7 +444,7 @@ def validate(
         out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         started = time.perf_counter()
-        result = run_validation(data, fit=fit, server=server)
+        result = run_validation(list(data or DEFAULT_CALIBRATION_DATA), fit=fit, server=server, compare_rules=compare_rules)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         for path in write_outputs(result, out):
             note(f"wrote {path}", quiet)

@@ -95,11 +95,11 @@ class VideoReference:
 # For scale: FlashAttention-2 runs at ~35% of the H100's peak and FlashAttention-3 up to 75%
 # (Shah et al. 2024, arXiv 2407.08608, abstract).
 REFERENCES = {
-    "wan2.1-t2v-14b": VideoReference("ulysses", 0.314, "fitted: Wan2.1-T2V-14B 720P, 1x H100, 1837.9 s "
+    "wan2.1-t2v-14b": VideoReference("ulysses", 0.327, "fitted: Wan2.1-T2V-14B 720P, 1x H100, 1837.9 s "
                                      "(Wan2.1 README table; xDiT USP with FlashAttention-2)"),
-    "wan2.1-t2v-1.3b": VideoReference("ring", 0.314, "as wan2.1-t2v-14b (same code); ring: 12 heads, the README "
+    "wan2.1-t2v-1.3b": VideoReference("ring", 0.327, "as wan2.1-t2v-14b (same code); ring: 12 heads, the README "
                                       "runs the 1.3B on 8 GPUs with --ring_size 8 --ulysses_size 1"),
-    "wan2.2-t2v-a14b": VideoReference("ulysses", 0.485, "fitted: Wan2.2-T2V-A14B 720P, 1x H100, 1041.5 s "
+    "wan2.2-t2v-a14b": VideoReference("ulysses", 0.514, "fitted: Wan2.2-T2V-A14B 720P, 1x H100, 1041.5 s "
                                       "(Wan2.2 README table; FlashAttention-3 on Hopper)", experts=2),
 }
 

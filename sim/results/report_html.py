@@ -142,7 +142,7 @@ def _comparison(results: Results, colors: dict, bands: dict) -> str:
     names = list(results.fleets["fleet"])
     if len(names) < 2:
         return ""
-    band_pct = {name: None if band is None else band[0] for name, band in bands.items()}
+    band_pct = {name: None if band.widest is None else band.widest[0] for name, band in bands.items()}
     table = charts.compare_all(results.summary, results.fleets, band_pct)
     shown = charts.format_comparison(table, names)
     columns = ["scope", "metric", *names, "best", "spread", "beyond_band"]

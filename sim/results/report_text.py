@@ -223,8 +223,8 @@ def workload_table(name: str, g: pd.DataFrame, width: int | None = DEFAULT_WIDTH
     title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
     text = f"{title}\n{table(headers, zip(*columns), right, width)}"
     if g.get("tails_lower_bound", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
-        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count "
-                 "with the time they had waited when the run ended")
+        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count"
+                 "\n    with the time they had waited when the run ended")
     return text
 
 
@@ -259,8 +259,10 @@ def _count(n, noun: str) -> str:
 def _pool_row(p: pd.Series) -> list[str]:
     shape = (f"{int(p['replicas'])} × tp{int(p['tp'])}" + (f" pp{int(p['pp'])}" if int(p["pp"]) > 1 else "")
              + (f" ep{int(p['ep'])}" if int(p.get("ep", 1)) > 1 else ""))
+    band = p.get("perf_band_pct")
     return [
-        str(p["pool"]), str(p["accelerator"]), str(p["model"]), str(p["precision"]), shape,
+        str(p["pool"]), str(p["accelerator"]), MISSING if _missing(band) else f"±{band:.0f}%",
+        str(p["model"]), str(p["precision"]), shape,
         percent(p["busy_fraction"]), percent(p.get("mfu")), percent(p.get("bandwidth_utilisation")),
         f"{percent(p.get('hbm_mean_fraction'))} / {percent(p.get('hbm_peak_fraction'))}",
         _intensity(p),
@@ -292,16 +294,16 @@ def _intensity(p: pd.Series) -> str:
 
 
 def _band_line(pools: pd.DataFrame) -> str:
-    """How sure the fleet's latency, throughput and cost are (catalog efficiency status)."""
-    from fleets.catalog import perf_band
-    from fleets.catalog_io import load_catalog
-
-    keys = sorted(set(pools["accelerator"])) if "accelerator" in pools.columns else []
-    band = perf_band(load_catalog().accelerators, keys)
-    if band is None:
-        return "calibrated accelerators (MLPerf fit): no transfer band"
-    return (f"±{band[0]:.0f}% on latency, throughput and cost ({', '.join(band[1])}: efficiency transferred, "
-            f"not measured; dcsim catalog)")
+    """How sure each pool's latency, throughput and cost are: its accelerator's band from
+    dcsim validate's held-out residuals (the pool table's ``perf_band_pct``)."""
+    if "perf_band_pct" not in pools.columns:
+        return "no band (dcsim validate gave none)"
+    known = [(str(p["pool"]), p["perf_band_pct"]) for _, p in pools.iterrows() if not _missing(p["perf_band_pct"])]
+    if not known:
+        return "no band (dcsim validate gave none)"
+    bands = sorted({round(band) for _, band in known})
+    spread = f"±{bands[0]}%" if len(bands) == 1 else f"±{bands[0]}-{bands[-1]}% (band column)"
+    return f"{spread} on latency, throughput and cost (q80 of held-out errors, dcsim validate)"
 
 
 def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own",
@@ -321,11 +323,11 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own",
         *_energy_lines(fleet),
         f"  perf model     {_band_line(pools)}",
     ]
-    headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
+    headers = ["pool", "accelerator", "band", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
                "HBM mean/peak", "FLOP/byte vs ridge", "batch/replica (of max)", "KV or act. mean/peak",
                "queue mean/end", "backlog"]
     rows = [_pool_row(p) for _, p in pools.iterrows()]
-    right = [5 <= i < len(headers) - 1 for i in range(len(headers))]
+    right = [6 <= i < len(headers) - 1 for i in range(len(headers))]
     return "\n".join(lines) + "\n" + table(headers, rows, right, width)
 
 
