@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from data_files import require_scenario_data
 from engine_builds import SourceEngine, digest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -103,6 +104,7 @@ def _dcsim(args: list[str], pure: bool) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("name", RUN_SCENARIOS)
 def test_shipped_scenarios_give_the_same_files_in_both_builds(tmp_path, name):
     _require_compiled()
+    require_scenario_data(ROOT / "scenarios" / f"{name}.yaml")
     outputs = {}
     for pure in (False, True):
         out = tmp_path / ("source" if pure else "compiled")
