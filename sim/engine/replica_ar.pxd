@@ -8,7 +8,7 @@ from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, listeners, perf, pool, run, waiting
+    cdef public object _admitted, listeners, perf, pool, run, waiting, spec, ready
     cdef public CompletionHeap heap
     cdef long long[:] residues
     cdef public DecodeLine _seg_line
@@ -16,9 +16,11 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
+    cdef public Py_ssize_t role, gnum, pinned, n_loading
     cdef public bint _busy, _cuttable, _inflight
 
-    @cython.locals(residues='long long[:]', b=Py_ssize_t, rho=Py_ssize_t, n=cython.longlong, pad=cython.longlong)
+    cpdef Py_ssize_t _kv(self, Py_ssize_t counter)
+    @cython.locals(residues='long long[:]', b=Py_ssize_t, rho=Py_ssize_t, n=cython.longlong, pad=cython.longlong, c=Py_ssize_t)
     cpdef Py_ssize_t blocks_used(self, Py_ssize_t counter)
     cpdef double kv_bytes_estimate(self, Py_ssize_t counter)
     cpdef _kv_sync(self)
@@ -32,8 +34,19 @@ cdef class ARReplica(TimerDriven):
     cpdef bint _preempt_if_needed(self)
     @cython.locals(req=Request, index=_MinIndex)
     cpdef _finish_completed(self)
-    @cython.locals(req=Request, index=_MinIndex)
+    @cython.locals(run=Py_ssize_t)
+    cpdef _note_progress(self, Request victim)
+    @cython.locals(req=Request, index=_MinIndex, remote=bint, reserved=Py_ssize_t)
     cpdef list _admit(self)
+    cpdef _reserve(self, Request req, Py_ssize_t need)
+    cpdef _kv_arrived(self, Request req, _event=*)
+    @cython.locals(req=Request)
+    cpdef _join(self)
+    cpdef release_kv(self, Request req)
+    @cython.locals(req=Request, index=_MinIndex)
+    cpdef _hand_off(self, list admitted)
+    @cython.locals(req=Request)
+    cpdef _send_early(self, list admitted, double end)
     @cython.locals(req=Request)
     cpdef bint _head_fits(self, Py_ssize_t counter)
     @cython.locals(line=DecodeLine)

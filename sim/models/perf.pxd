@@ -4,18 +4,22 @@ cimport cython
 
 
 cdef class DecodeLine:
-    cdef public double c0, c1, m0, m1, k
+    cdef public double c0, c1, m0, m1, k, g, dn
+    cdef public DecodeLine draft
 
 
-@cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t)
+@cython.locals(growth=double, t=double)
 cpdef double decode_stretch_time_s(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n)
 
-@cython.locals(guess=cython.Py_ssize_t, k=cython.Py_ssize_t)
+@cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t)
+cpdef double _line_stretch_s(DecodeLine line, double context0, double growth, Py_ssize_t n)
+
+@cython.locals(guess=cython.Py_ssize_t, k=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t)
 cpdef Py_ssize_t decode_stretch_iterations_done(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n, double elapsed_s)
 
 @cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t, head=double,
                first_a=double, first_b=double, second_a=double, second_b=double)
-cpdef Py_ssize_t _solve_iterations(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n, double elapsed_s)
+cpdef Py_ssize_t _solve_iterations(DecodeLine line, double context0, double growth, Py_ssize_t n, double elapsed_s)
 
 @cython.locals(half=double, lin=double)
 cpdef Py_ssize_t _quadratic_count(double a, double b, Py_ssize_t _start, double budget)
