@@ -157,6 +157,8 @@ def spec_plan(spec: Speculation, perf: PerfModel, model_of, iteration_overhead_s
         model = head_model(perf.model, spec.head_layers, spec.head_vocab, spec.method)
         per_param = perf.model.weight_bytes(precision) / perf.model.params
         shared = float(spec.head_vocab) * (perf.model.hidden or 0) * per_param
+    ep = perf.ep if model.is_moe else 1
     draft = PerfModel(acc, model, precision, perf.tp, perf.pp, iteration_overhead_s, perf.kv_precision,
-                      perf.attention_precision, ep=perf.ep if model.is_moe else 1)
-    return SpecPlan(spec, perf, draft, max(draft.weight_bytes - shared, 0.0))
+                      perf.attention_precision, ep=ep)
+    copies = ep // perf.tp if ep > 1 else 1  # under EP each attention group holds its own projection
+    return SpecPlan(spec, perf, draft, max(draft.weight_bytes - shared * copies, 0.0))
