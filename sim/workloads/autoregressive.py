@@ -203,16 +203,34 @@ class Autoregressive(WorkloadKind):
     def capacity_rps(self, wl, pool, perf) -> float:
         """Batch b = min(max_batch, sequences whose prompt + output fit the KV cache); per
         request one prefill of the mean prompt P plus O decode iterations shared by b
-        sequences at mean context P + O/2: 1 / (t_prefill(P) + O·t_decode(b)/b)."""
+        sequences at mean context P + O/2: 1 / (t_prefill(P) + O·t_decode(b)/b). Under
+        speculation (``pool.spec``) O − 1 tokens take (O − 1) / E[L] steps of
+        t_step(b). A prefill pool of a split deployment (``pool.role``) runs prompts only,
+        as many per iteration as the token budget allows: n / t_prefill(n prompts); a
+        decode pool runs the steps only: b / (steps · t_step(b))."""
         prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        role, spec = getattr(pool, "role", ""), getattr(pool, "spec", None)
+        if role == "prefill":
+            n = max(1, int(pool.config.max_prefill_tokens // max(prompt, 1.0)))
+            cost = spec.mixed_cost if spec is not None else perf.mixed_cost
+            return n / cost(n * prompt, n * prompt * prompt, 0, 0.0, 0.0)[0]
         batch = pool.config.max_batch
         if perf.kv_bytes_per_token > 0 and pool.kv_capacity_blocks:
             kv_tokens = pool.kv_capacity_blocks * pool.config.kv_block_tokens
             batch = max(1, min(batch, int(kv_tokens // (prompt + output))))
-        decode = perf.decode_time_s(batch, batch * (prompt + output / 2.0))
-        return 1.0 / (perf.prefill_time_s(max(int(prompt), 1)) + output * decode / batch)
+        context = batch * (prompt + output / 2.0)
+        if spec is None:
+            decode, steps = perf.decode_time_s(batch, context), output
+        else:
+            decode, steps = spec.step_time_s(batch, context), 1.0 + (output - 1.0) / spec.tokens_per_step
+        if role == "decode":
+            return batch / (max(steps - 1.0, 1e-9) * decode)
+        return 1.0 / (perf.prefill_time_s(max(int(prompt), 1)) + steps * decode / batch)
 
     def floor_terms(self, wl, perf) -> tuple[float, float]:
-        """(linear FLOP of one request: 2·N_active·(P + O), forwards its sequence is in: O)."""
+        """(linear FLOP of one request: 2·N_active·(P + O), forwards its sequence is in: O;
+        under speculation at least 1 + (O − 1)/(k + 1): every step emits at most k + 1)."""
         prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        if wl.speculation is not None:
+            return perf.linear_flops_per_token * (prompt + output), 1.0 + (output - 1.0) / (wl.speculation.draft_tokens + 1)
         return perf.linear_flops_per_token * (prompt + output), output
