@@ -5,14 +5,16 @@ from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
 from sim.engine.timer cimport TimerDriven
 from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_stretch_time_s
+from sim.models.speculation cimport SpecPlan
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, listeners, perf, pool, run, waiting, spec, ready
+    cdef public object _admitted, listeners, perf, pool, run, waiting, loading, releases
+    cdef public SpecPlan spec
     cdef public CompletionHeap heap
     cdef long long[:] residues
     cdef public DecodeLine _seg_line
-    cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm
+    cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm, _wake
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
@@ -38,11 +40,16 @@ cdef class ARReplica(TimerDriven):
     cpdef _note_progress(self, Request victim)
     @cython.locals(req=Request, index=_MinIndex, remote=bint, reserved=Py_ssize_t)
     cpdef list _admit(self)
+    @cython.locals(need=Py_ssize_t, used=Py_ssize_t, ready=double)
+    cpdef bint _reserve_now(self, Request req)
+    @cython.locals(done=double)
     cpdef _reserve(self, Request req, Py_ssize_t need)
-    cpdef _kv_arrived(self, Request req, _event=*)
-    @cython.locals(req=Request)
+    @cython.locals(req=Request, tokens=Py_ssize_t)
     cpdef _join(self)
-    cpdef release_kv(self, Request req)
+    @cython.locals(at=double)
+    cpdef _sleep(self)
+    cpdef release_at(self, Request req)
+    cpdef _release_done(self)
     @cython.locals(req=Request, index=_MinIndex)
     cpdef _hand_off(self, list admitted)
     @cython.locals(req=Request)
@@ -53,8 +60,10 @@ cdef class ARReplica(TimerDriven):
     cpdef _begin(self, list admitted)
     @cython.locals(r=Request)
     cpdef double _mixed_cost(self, list admitted)
-    @cython.locals(line=DecodeLine)
     cpdef _cut(self)
+    cpdef _cut_at(self, double at)
+    @cython.locals(elapsed=double, j=Py_ssize_t, k=Py_ssize_t)
+    cpdef Py_ssize_t _boundary_index_at(self, double at, double anchor, DecodeLine line, Py_ssize_t context0, Py_ssize_t b, Py_ssize_t first, Py_ssize_t last)
     cpdef _finish(self, end=*)
     @cython.locals(req=Request)
     cpdef _finish_mixed(self, double end)

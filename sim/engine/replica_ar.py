@@ -57,13 +57,20 @@ held here (``pinned`` blocks, counted against the cache: a prefill side whose ha
 wait stops admitting) until the transfer ends, and goes to the decode router (at once,
 or already when its prefill started: ``decode_choice``). A *decode* replica admits such a
 request first come first served by reserving the blocks of its KV cache (``pinned`` too,
-a batch slot held by ``n_loading``), at a boundary like any admission; the transfer then
-runs (:meth:`sim.models.kv_transfer.KVLink.done_at_s`, one SimPy timeout per request) and
-when it ends the request joins the batch at the next boundary (the arrival of its KV cuts
-a stretch there), decoding from its second token with no prefill. Reservations and joins
-happen at boundaries only, so a stretch's batch and pinned blocks stay fixed and its
-closed form holds; when pinned blocks leave too little room for the running sequences,
-even the last one is preempted (the reserved requests will run).
+and a batch slot: ``n_loading``); the transfer then runs and ends at an instant known at
+once (:meth:`sim.models.kv_transfer.KVLink.done_at_s`), after which the request joins the
+batch at the first boundary, decoding from its second token with no prefill. No event
+is spent on the transfer itself: the decode replica plans its runs to end at the first
+boundary at or after the earliest transfer's end, and the prefill replica frees the held
+blocks at its first boundary after it (waking for it when it waits for room).
+
+A reservation is made when the request arrives if nothing waits before it, a slot is
+free and its blocks fit beside the running sequences' KV cache *at their next
+completion* (the most they hold until the batch changes: the same test in both modes);
+otherwise at a later boundary, like any admission. Reservations and joins change neither
+a run's batch nor its KV fit before its planned end, so the closed form holds; when
+pinned blocks leave too little room for the running sequences, even the last one is
+preempted (the reserved requests will run).
 """
 
 from __future__ import annotations
@@ -71,7 +78,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from functools import partial
+from heapq import heappop, heappush
 
 from sim.models.perf import (
     decode_stretch_iterations_done,
@@ -104,7 +111,7 @@ class ARReplica(TimerDriven):
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
-        "role", "spec", "gnum", "pinned", "n_loading", "ready"
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -169,7 +176,9 @@ class ARReplica(TimerDriven):
         self.gnum = pool.spec.growth_num if pool.spec is not None else GROWTH_DEN
         self.pinned = 0  # KV blocks outside the running set: held for a transfer (prefill) or reserved (decode)
         self.n_loading = 0  # decode: requests whose blocks are reserved, their KV cache on its way
-        self.ready: list[Request] = []  # decode: requests whose KV cache has arrived, to join at the next boundary
+        self.loading: list = []  # decode: heap of (transfer end, request id, request)
+        self.releases: list = []  # prefill: heap of (transfer end, request id, blocks held until then)
+        self._wake = 0.0  # instant of the pending timer while no iterations are in flight
 
     def _kv(self, counter: int) -> int:
         """KV tokens every running sequence has gained after ``counter`` iterations:
@@ -280,18 +289,23 @@ class ARReplica(TimerDriven):
         """Queue ``req``; wake the replica if idle, or cut a decode stretch at the next
         iteration boundary if the request could be admitted there."""
         req.replica = self.index
-        if self.role == DECODE:
-            req.decode_pool = self.pool.index
-        self.outstanding += 1
-        self.waiting.append(req)
         pool = self.pool
+        self.outstanding += 1
         pool.outstanding_total += 1
+        if self.role == DECODE:
+            req.decode_pool = pool.index
+            if req.kv_remote and self._reserve_now(req):
+                for index in pool.watchers:
+                    index.changed(self.index)
+                return
+        self.waiting.append(req)
         pool.queued_total += 1
         for index in pool.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
             index.changed(self.index)
         if not self._busy:
             self._busy = True
-            self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
+            self._wake = self.env.now
+            self._start_timer_at(self._wake)  # same-instant arrivals join one admission
         elif (self._cuttable and len(self.waiting) == 1
               and self.n_running + self.n_loading + req.branches <= self.max_batch):
             block = self.block
@@ -309,16 +323,19 @@ class ARReplica(TimerDriven):
         # boundaries complete nothing, preempt nothing, or admit nothing
         if self._next_done <= self.iters:
             self._finish_completed()
+        if self.releases:
+            self._release_done()
         n = self.n_running
         preempted = ((self.sum_offsets + n * self._kv(self.iters)) / self.block + n > self.cap_blocks - self.pinned
                      and self._preempt_if_needed())
-        if self.ready:
+        if self.loading and self.loading[0][0] <= self.env.now:
             self._join()
         admitted = [] if preempted or not self.waiting else self._admit()
         if admitted or self.n_running:
             self._begin(admitted)
         else:
             self._busy = False
+            self._sleep()
         self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
@@ -426,42 +443,58 @@ class ARReplica(TimerDriven):
         return admitted
 
     # --- split deployments -----------------------------------------------------------
+    def _reserve_now(self, req: Request) -> bool:
+        """Decode side, on arrival: reserve at once when nothing waits before ``req``, a
+        slot is free and its blocks fit beside the running sequences' KV cache at their
+        next completion (module docstring); False to queue it."""
+        if self.waiting or self.n_running + self.n_loading + req.branches > self.max_batch:
+            return False
+        need = -(-(req.prompt_tokens + 1) // self.block) * req.branches
+        used = self.blocks_used(self._next_done - 1) if self.n_running else 0
+        if need > self.cap_blocks - self.pinned - used - self.watermark_blocks:
+            return False
+        self._reserve(req, need)
+        ready = self.loading[0][0]
+        if not self._busy:
+            self._busy = True
+            self._wake = ready
+            self._start_timer_at(ready)
+        elif not self._inflight:
+            if ready < self._wake:
+                self._wake = ready
+                self._start_timer_at(ready)
+        elif self._cuttable and ready < self._end_at:
+            self._cut_at(ready)
+        return True
+
     def _reserve(self, req: Request, need: int) -> None:
-        """Decode side: hold ``need`` blocks and a batch slot for ``req`` and start the
-        transfer of its KV cache from its prefill replica (:mod:`sim.models.kv_transfer`)."""
+        """Decode side: hold ``need`` blocks and a batch slot for ``req``; its KV cache's
+        transfer from its prefill replica (:mod:`sim.models.kv_transfer`) ends at an
+        instant known now, when the prefill replica will let its copy go."""
         self.pinned += need
         self.n_loading += 1
         now = self.env.now
         pool = self.pool
         link = pool.kv_in[req.kv_src_pool]
         done = link.done_at_s(req.prompt_tokens, now, req.prefill_at_s, req.kv_ready_at_s, pool.layerwise[req.workload])
+        req.kv_done_at_s = done
         req.decode_queue_s = now - req.kv_ready_at_s if now > req.kv_ready_at_s else 0.0
         req.kv_transfer_bytes = link.bytes_of(req.prompt_tokens)
         req.kv_transfer_s = link.transfer_s(req.prompt_tokens)
         req.handoffs = 1  # the summary's hand-off columns: one transfer, and the wait for decode room
         req.handoff_s = req.kv_transfer_s
         req.handoff_wait_s = req.decode_queue_s
-        timer = self.env.timeout(done - now)
-        timer.callbacks.append(partial(self._kv_arrived, req))
-
-    def _kv_arrived(self, req: Request, _event=None) -> None:
-        """The KV cache of ``req`` is here: the prefill replica lets its copy go, and the
-        request joins the batch at the next boundary (a stretch is cut there)."""
-        req.kv_done_at_s = self.env.now
-        req.kv_remote = 0
-        self.run.pools[req.kv_src_pool].replicas[req.kv_src_replica].release_kv(req)
-        self.ready.append(req)
-        if not self._busy:
-            self._busy = True
-            self._start_timer_at(self.env.now)
-        elif self._cuttable:
-            self._cut()
+        heappush(self.loading, (done, req.id, req))
+        self.run.pools[req.kv_src_pool].replicas[req.kv_src_replica].release_at(req)
 
     def _join(self) -> None:
-        """Decode side: the requests whose KV cache arrived join the running batch (their
-        reserved blocks become theirs; no prefill: they decode from their second token)."""
-        ready, self.ready = self.ready, []
-        for req in ready:
+        """Decode side: the requests whose KV cache has arrived join the running batch
+        (their reserved blocks become theirs; no prefill: they decode from their second
+        token)."""
+        now = self.env.now
+        while self.loading and self.loading[0][0] <= now:
+            req = heappop(self.loading)[2]
+            req.kv_remote = 0
             req.generated = 1
             tokens = req.prompt_tokens + 1
             self.pinned -= -(-tokens // self.block) * req.branches
@@ -469,18 +502,35 @@ class ARReplica(TimerDriven):
             self._add_running(req, tokens)
             req.acc_mark = self.acc
 
-    def release_kv(self, req: Request) -> None:
-        """Prefill side: the transfer of ``req``'s KV cache ended; its blocks are free (an
-        idle replica with requests waiting for room wakes up)."""
-        if req.kv_blocks <= 0:  # ended before the prefill iteration did: nothing held
-            req.kv_blocks = -1
+    def _sleep(self) -> None:
+        """No iterations to run: wake at the next transfer's end (decode) or release of
+        held blocks (prefill, when a request waits for room), if any."""
+        if self.loading:
+            at = self.loading[0][0]
+        elif self.releases and self.waiting:
+            at = self.releases[0][0]
+        else:
             return
-        self.pinned -= req.kv_blocks
-        req.kv_blocks = 0
-        self._kv_sync()
+        self._busy = True
+        self._wake = at
+        self._start_timer_at(at)
+
+    def release_at(self, req: Request) -> None:
+        """Prefill side: ``req``'s KV cache will have moved at ``req.kv_done_at_s``; its
+        blocks are freed at the first boundary at or after then (one is scheduled when
+        requests wait for room and nothing runs)."""
+        heappush(self.releases, (req.kv_done_at_s, req.id, -(-req.prompt_tokens // self.block)))
         if not self._busy and self.waiting:
-            self._busy = True
-            self._start_timer_at(self.env.now)
+            self._sleep()
+        elif self._busy and not self._inflight and self.waiting and self.releases[0][0] < self._wake:
+            self._wake = self.releases[0][0]
+            self._start_timer_at(self._wake)
+
+    def _release_done(self) -> None:
+        """Prefill side: free the blocks of every transfer that has ended."""
+        now = self.env.now
+        while self.releases and self.releases[0][0] <= now:
+            self.pinned -= heappop(self.releases)[2]
 
     def _hand_off(self, admitted: list) -> None:
         """Prefill side, at the end of a prefill iteration: every request leaves with its
@@ -500,11 +550,7 @@ class ARReplica(TimerDriven):
                 req.kv_remote = 0
                 self.run.request_finished(req)
                 continue
-            if req.kv_blocks == -1:  # its transfer already ended
-                req.kv_blocks = 0
-            else:
-                req.kv_blocks = -(-req.prompt_tokens // self.block)
-                self.pinned += req.kv_blocks
+            self.pinned += -(-req.prompt_tokens // self.block)  # freed when its transfer ends (release_at)
             if not pool.at_prefill[req.workload]:
                 self.run.routers[pool.decode_router[req.workload]].handoff(req)
             elif req.cur_pool != pool.index and req.pool_shares:  # sent at its start: its share here is now known
@@ -592,6 +638,9 @@ class ARReplica(TimerDriven):
             inner = after if admitted else after + 1
             if n > inner - after and self.waiting and self._head_fits(inner):
                 n = inner - after
+            if self.loading and n > inner - after:  # a KV cache arriving: join at the first boundary after it
+                n = self._boundary_index_at(self.loading[0][0], anchor, line, context0, b, j0 + (inner - after),
+                                            j0 + n) - j0
             self._cuttable = True
         self._start = now
         self._admitted = admitted
@@ -634,26 +683,31 @@ class ARReplica(TimerDriven):
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
+        self._cut_at(self.env.now)
+        self._cuttable = False
+
+    def _cut_at(self, at: float) -> None:
+        """End the running iterations at the first boundary at or after ``at`` (>= now)."""
         j0, n = self._in_j0, self._in_n
         first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
-        last = j0 + n
-        now, anchor = self.env.now, self._anchor
-        line, context0, b = self._seg_line, self._seg_context0, self._seg_b
-        elapsed = now - anchor
+        j = self._boundary_index_at(at, self._anchor, self._seg_line, self._seg_context0, self._seg_b, first, j0 + n)
+        self._in_n = j - j0
+        self._end_at = end = self._anchor + decode_stretch_time_s(self._seg_line, self._seg_context0, self._seg_b, j)
+        self._start_timer_at(end)
+
+    def _boundary_index_at(self, at: float, anchor: float, line, context0: int, b: int, first: int, last: int) -> int:
+        """The first boundary index j in [first, last] whose instant anchor + T(j) is at
+        or after ``at`` (``last`` if none): the instants both modes reach."""
+        elapsed = at - anchor
         j = first
-        if elapsed > 0:  # past the mixed iteration: the iteration in progress ends at k + 1
+        if elapsed > 0:  # the iteration in progress at ``at`` ends at k + 1
             k = decode_stretch_iterations_done(line, context0, b, last, elapsed)
             j = min(max(first, k + 1), last)
-            if j > first and anchor + decode_stretch_time_s(line, context0, b, j - 1) >= now:
-                j -= 1  # a boundary exactly now
-        end = anchor + decode_stretch_time_s(line, context0, b, j)
-        while end < now and j < last:  # rounding of ``elapsed``; never in practice
+            if j > first and anchor + decode_stretch_time_s(line, context0, b, j - 1) >= at:
+                j -= 1  # a boundary exactly at ``at``
+        while j < last and anchor + decode_stretch_time_s(line, context0, b, j) < at:  # rounding of ``elapsed``
             j += 1
-            end = anchor + decode_stretch_time_s(line, context0, b, j)
-        self._in_n = j - j0
-        self._cuttable = False
-        self._end_at = end
-        self._start_timer_at(end)
+        return j
 
     def _finish(self, end: float | None = None) -> None:
         """Account for the iterations that just ended (at ``end``, default now): the mixed

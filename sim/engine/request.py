@@ -49,7 +49,7 @@ class Request:
         "share_s", "sample_steps", "denoiser_flops", "run_seq", "acc_mark", "kv_offset", "start_iter", "generated",
         "phases", "phase", "reserved_bytes", "journey", "leg", "draws", "leg_dispatched_at_s", "handoffs",
         "handoff_s", "handoff_wait_s", "verifier_calls", "branches", "memory_wait_s", "blocked_at_s", "cur_pool",
-        "pool_shares", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica", "kv_blocks", "decode_pool",
+        "pool_shares", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica", "decode_pool",
         "prefill_at_s", "kv_ready_at_s", "kv_done_at_s", "decode_queue_s", "kv_transfer_bytes", "kv_transfer_s",
     )
 
@@ -103,11 +103,10 @@ class Request:
         # speculative decoding: verification steps done (``steps`` is the total it needs)
         self.spec_done = 0
         # a split (prefill/decode) deployment: where the prompt's KV cache was computed,
-        # whether it still sits there, the blocks it holds there, and the hand-off's times
+        # whether it still sits there, and the hand-off's times
         self.kv_remote = 0
         self.kv_src_pool = -1
         self.kv_src_replica = -1
-        self.kv_blocks = 0
         self.decode_pool = -1
         self.prefill_at_s = NAN
         self.kv_ready_at_s = NAN

@@ -14,7 +14,7 @@ cpdef double decode_stretch_time_s(DecodeLine line, double context0, Py_ssize_t 
 @cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t)
 cpdef double _line_stretch_s(DecodeLine line, double context0, double growth, Py_ssize_t n)
 
-@cython.locals(guess=cython.Py_ssize_t, k=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t)
+@cython.locals(guess=cython.Py_ssize_t, k=cython.Py_ssize_t)
 cpdef Py_ssize_t decode_stretch_iterations_done(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n, double elapsed_s)
 
 @cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t, head=double,
@@ -29,3 +29,9 @@ cpdef Py_ssize_t _first_index_where_second_wins(double a1, double b1, double a2,
 
 @cython.locals(count=cython.Py_ssize_t)
 cpdef double _series(double a, double b, Py_ssize_t start, Py_ssize_t stop)
+
+@cython.locals(d=DecodeLine, va1=double, vb1=double, va2=double, vb2=double, da1=double, db1=double, da2=double,
+               db2=double, vs=cython.Py_ssize_t, ds=cython.Py_ssize_t, fixed=double, first_cut=cython.Py_ssize_t,
+               second_cut=cython.Py_ssize_t, spent=double, start=cython.Py_ssize_t, stop=cython.Py_ssize_t, a=double,
+               b=double, piece=double)
+cpdef Py_ssize_t _solve_spec_iterations(DecodeLine line, double context0, double growth, Py_ssize_t n, double elapsed_s)

@@ -505,16 +505,10 @@ def decode_stretch_iterations_done(
     the quadratic formula; the result is then checked against the exact sum (so float
     rounding can never make it disagree with :func:`decode_stretch_time_s`).
     """
-    if line.draft is not None:  # a sum of two max() lines: bisection on the closed form
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if decode_stretch_time_s(line, context0, batch, mid) <= elapsed_s:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-    guess = _solve_iterations(line, context0, batch * line.g, n, elapsed_s)
+    if line.draft is not None:  # a sum of two max() lines: piecewise quadratic, three pieces at most
+        guess = _solve_spec_iterations(line, context0, batch * line.g, n, elapsed_s)
+    else:
+        guess = _solve_iterations(line, context0, batch * line.g, n, elapsed_s)
     k = min(max(guess, 0), n)
     while k > 0 and decode_stretch_time_s(line, context0, batch, k) > elapsed_s:
         k -= 1
@@ -537,6 +531,39 @@ def _solve_iterations(line: DecodeLine, context0: float, growth: float, n: int, 
     if elapsed_s < head or split >= n:
         return _quadratic_count(first_a, first_b, 0, elapsed_s)
     return split + _quadratic_count(second_a + second_b * split, second_b, 0, elapsed_s - head)
+
+
+def _solve_spec_iterations(line: DecodeLine, context0: float, growth: float, n: int, elapsed_s: float) -> int:
+    """Approximate inverse of a speculative stretch's time (verification line plus ``dn``
+    draft lines): per iteration a + b·j on at most three pieces between the two lines'
+    crossings, each piece's count from the quadratic formula."""
+    d = line.draft
+    # each max(): the line ahead at j = 0, the other, and where the other takes over
+    va1, vb1 = line.c0 + line.c1 * context0, line.c1 * growth
+    va2, vb2 = line.m0 + line.m1 * context0, line.m1 * growth
+    if va1 < va2:
+        va1, vb1, va2, vb2 = va2, vb2, va1, vb1
+    vs = _first_index_where_second_wins(va1, vb1, va2, vb2, n) if vb2 > vb1 else n
+    da1, db1 = d.c0 + d.c1 * context0, d.c1 * growth
+    da2, db2 = d.m0 + d.m1 * context0, d.m1 * growth
+    if da1 < da2:
+        da1, db1, da2, db2 = da2, db2, da1, db1
+    ds = _first_index_where_second_wins(da1, db1, da2, db2, n) if db2 > db1 else n
+    fixed = line.k + line.dn * d.k
+    first_cut, second_cut = min(vs, ds), max(vs, ds)
+    spent = 0.0
+    start = 0
+    for stop in (first_cut, second_cut, n):
+        if stop <= start:
+            continue
+        a = (va1 if start < vs else va2) + line.dn * (da1 if start < ds else da2) + fixed
+        b = (vb1 if start < vs else vb2) + line.dn * (db1 if start < ds else db2)
+        piece = _series(a, b, start, stop)
+        if elapsed_s < spent + piece:
+            return start + _quadratic_count(a + b * start, b, 0, elapsed_s - spent)
+        spent += piece
+        start = stop
+    return n
 
 
 def _quadratic_count(a: float, b: float, _start: int, budget: float) -> int:

@@ -94,18 +94,27 @@ class SpecPlan:
         self.draft = draft
         self.draft_resident_bytes = draft_resident_bytes
         self.draft_kv_bytes_per_token = draft.kv_bytes_per_token if draft is not None else 0.0
-        self._lines: dict[int, DecodeLine] = {}
+        # per-token constants of the work sums (a replica asks for them at every boundary)
+        self.lin, self.attn, self.kv = perf.linear_flops_per_token, perf.attn_flops_per_pair, perf.kv_bytes_per_token
+        self.d_lin = draft.linear_flops_per_token if draft is not None else 0.0
+        self.d_attn = draft.attn_flops_per_pair if draft is not None else 0.0
+        self._lines: dict[int, tuple] = {}  # batch -> (line, weight bytes of a step's verification, of a draft forward)
+
+    def _of(self, batch: int) -> tuple:
+        entry = self._lines.get(batch)
+        if entry is None:
+            v = self.perf.verify_line(batch, self.k + 1)
+            d = self.draft.decode_line(batch) if self.draft is not None else None
+            line = DecodeLine(v.c0, v.c1, v.m0, v.m1, v.k, self.growth, d, float(self.k) if d is not None else 0.0)
+            entry = (line, self.perf.weight_bytes_read(batch * (self.k + 1)),
+                     self.draft.weight_bytes_read(batch) if self.draft is not None else 0.0)
+            self._lines[batch] = entry
+        return entry
 
     def line(self, batch: int) -> DecodeLine:
         """The step of ``batch`` sequences as a :class:`~sim.models.perf.DecodeLine`
-        (verification, k draft forwards, growth g per sequence)."""
-        line = self._lines.get(batch)
-        if line is None:
-            v = self.perf.verify_line(batch, self.k + 1)
-            draft = self.draft.decode_line(batch) if self.draft is not None else None
-            line = self._lines[batch] = DecodeLine(v.c0, v.c1, v.m0, v.m1, v.k, self.growth, draft,
-                                                   float(self.k) if draft is not None else 0.0)
-        return line
+        (verification, k draft forwards, growth g per sequence); memoised per batch."""
+        return self._of(batch)[0]
 
     def step_time_s(self, batch: int, context_tokens: float) -> float:
         """One step of ``batch`` sequences whose contexts sum to ``context_tokens``, s."""
@@ -113,15 +122,14 @@ class SpecPlan:
 
     def stretch_work(self, batch: int, context0: float, n: int) -> tuple[float, float]:
         """(FLOP, bytes) of ``n`` steps from total context ``context0`` (closed form)."""
-        perf, q = self.perf, self.k + 1
+        q = self.k + 1
+        entry = self._of(batch)
         contexts = n * context0 + batch * self.growth * n * (n - 1) / 2.0
-        flops = (perf.linear_flops_per_token * batch * q * n
-                 + perf.attn_flops_per_pair * (q * contexts + n * batch * q * (q - 1) / 2.0))
-        moved = perf.weight_bytes_read(batch * q) * n + perf.kv_bytes_per_token * contexts
-        d = self.draft
-        if d is not None:
-            flops += self.k * (d.linear_flops_per_token * batch * n + d.attn_flops_per_pair * contexts)
-            moved += self.k * (d.weight_bytes_read(batch) * n + d.kv_bytes_per_token * contexts)
+        flops = self.lin * batch * q * n + self.attn * (q * contexts + n * batch * q * (q - 1) / 2.0)
+        moved = entry[1] * n + self.kv * contexts
+        if self.draft is not None:
+            flops += self.k * (self.d_lin * batch * n + self.d_attn * contexts)
+            moved += self.k * (entry[2] * n + self.draft_kv_bytes_per_token * contexts)
         return flops, moved
 
     def mixed_cost(self, new_tokens: float, new_sq: float, n_decode: int, context: float,
@@ -129,14 +137,15 @@ class SpecPlan:
         """(time_s, FLOP, bytes) of a mixed iteration (module docstring)."""
         q = self.k + 1
         t, flops, moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode * q, context * q, copied)
-        d = self.draft
-        if d is not None:
-            td, fd, md = d.mixed_cost(new_tokens, new_sq, 0, 0.0)
+        if self.draft is not None:
+            td, fd, md = self.draft.mixed_cost(new_tokens, new_sq, 0, 0.0)
             t, flops, moved = t + td, flops + fd, moved + md
             if n_decode:
-                t += self.k * d.decode_time_s(n_decode, context)
-                flops += self.k * d.decode_flops(n_decode, context)
-                moved += self.k * d.decode_bytes(n_decode, context)
+                entry = self._of(n_decode)
+                d = entry[0].draft
+                t += self.k * (max(d.c0 + d.c1 * context, d.m0 + d.m1 * context) + d.k)
+                flops += self.k * (self.d_lin * n_decode + self.d_attn * context)
+                moved += self.k * (entry[2] + self.draft_kv_bytes_per_token * context)
         return t, flops, moved
 
 
