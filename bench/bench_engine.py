@@ -11,7 +11,7 @@ lengths are resampled from the Azure LLM inference trace 2023 (conv) (empirical
 distribution), served by ``replicas`` H100-SXM TP4 FP8 replicas behind a
 least-outstanding router. Only ``simulate`` is timed (demand is drawn beforehand).
 
-``--features`` turns on both serving features of issue 25: the chat workload speculates
+``--features [both|spec|split]`` turns on the serving features of issue 25 (both by default): the chat workload speculates
 (an EAGLE-style head, k = 3, acceptance 0.7) and its replicas are split into a prefill pool
 (a quarter of them) and a decode pool (the rest), the KV cache moving over InfiniBand
 NDR; the cost per request should stay within 15% of the plain run's.
@@ -74,11 +74,12 @@ def _empirical(field: str, trace: Path) -> dict:
 
 
 def build_scenario(duration_s: float, rate: float, replicas: int, mode: str, output_tokens: float | None = None,
-                   features: bool = False):
+                   features: str | None = None):
     """The benchmark scenario, validated through ``parse_scenario``.
 
     ``output_tokens``: a constant output length instead of the trace's empirical one;
-    ``features``: speculation and a prefill/decode split (module docstring).
+    ``features``: "both", "spec" or "split": speculation and/or a prefill/decode split
+    (module docstring).
     """
     trace = _trace_path()
     output = _empirical("output_tokens", trace) if output_tokens is None else {"kind": "constant", "value": output_tokens}
@@ -117,17 +118,21 @@ def build_scenario(duration_s: float, rate: float, replicas: int, mode: str, out
         ],
     }
     if features:
-        with_features(data, "chat")
+        with_features(data, "chat", features)
     return parse_scenario(data, "bench_engine")
 
 
 SPECULATION = {"method": "eagle", "draft_tokens": 3, "acceptance": 0.7, "head_vocab": 128_256}
 
 
-def with_features(data: dict, workload: str) -> None:
-    """Speculative decoding for ``workload``, and its pool split into a prefill pool (a
-    quarter of the replicas, at least one) and a decode pool (the rest, at least one)."""
-    data["workloads"][workload]["speculation"] = dict(SPECULATION)
+def with_features(data: dict, workload: str, features: str = "both") -> None:
+    """Speculative decoding for ``workload`` (``features`` "both" or "spec"), and its pool
+    split into a prefill pool (a quarter of the replicas, at least one) and a decode pool
+    (the rest, at least one) ("both" or "split")."""
+    if features in ("both", "spec"):
+        data["workloads"][workload]["speculation"] = dict(SPECULATION)
+    if features == "spec":
+        return
     pools = data["fleets"][0]["pools"]
     i = next(j for j, p in enumerate(pools) if p["serves"] == [workload])
     pool = pools[i]
@@ -281,8 +286,8 @@ def parse_args(argv=None):
     p.add_argument("--mode", choices=("fast", "exact"), default="fast", help="engine mode")
     p.add_argument("--quick", action="store_true", help="short runs (main 120 s, length case 60 s)")
     p.add_argument("--save", action="store_true", help=f"write the figures to {RESULTS_JSON.relative_to(REPO)}")
-    p.add_argument("--features", action="store_true",
-                   help="speculative decoding (EAGLE k=3) and a prefill/decode split of the pool (issue 25)")
+    p.add_argument("--features", nargs="?", const="both", default=None, choices=("both", "spec", "split"),
+                   help="speculative decoding (EAGLE k=3) and/or a prefill/decode split of the pool (issue 25)")
     args = p.parse_args(argv)
     if args.quick and args.duration_s == 3600.0:
         args.duration_s = 120.0

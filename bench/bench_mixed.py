@@ -30,7 +30,7 @@ from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
 
 
-def build_scenario(duration_s: float, scale: float, features: bool = False):
+def build_scenario(duration_s: float, scale: float, features: str | None = None):
     def rate(r: float) -> dict:
         return {"kind": "poisson", "rate_per_s": r * scale}
 
@@ -63,7 +63,7 @@ def build_scenario(duration_s: float, scale: float, features: bool = False):
     if features:
         from bench_engine import with_features
 
-        with_features(data, "chat")
+        with_features(data, "chat", features)
     return parse_scenario(data, "bench_mixed")
 
 
@@ -72,7 +72,8 @@ def main(argv=None) -> int:
     p.add_argument("--duration-s", type=float, default=1250.0)
     p.add_argument("--scale", type=float, default=1.0, help="multiply every rate and pool size")
     p.add_argument("--quick", action="store_true", help="120 s instead of the full run")
-    p.add_argument("--features", action="store_true", help="speculation and a prefill/decode split of the chat pool")
+    p.add_argument("--features", nargs="?", const="both", default=None, choices=("both", "spec", "split"),
+                   help="speculation and/or a prefill/decode split of the chat pool")
     args = p.parse_args(argv)
     scenario = build_scenario(120.0 if args.quick else args.duration_s, args.scale, args.features)
     demand = generate_demand(scenario)

@@ -1,5 +1,7 @@
 # C types for replica_ar.py when compiled (see setup.py); the logic is in replica_ar.py.
 cimport cython
+
+cdef Py_ssize_t PREFILL, DECODE, SPEC_DEN  # C constants (module globals would be dict lookups)
 from sim.engine.completion_heap cimport CompletionHeap
 from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
@@ -21,7 +23,7 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t role, gnum, pinned, n_loading
     cdef public bint _busy, _cuttable, _inflight
 
-    cpdef Py_ssize_t _kv(self, Py_ssize_t counter)
+    cdef inline Py_ssize_t _kv(self, Py_ssize_t counter)
     @cython.locals(residues='long long[:]', b=Py_ssize_t, rho=Py_ssize_t, n=cython.longlong, pad=cython.longlong, c=Py_ssize_t)
     cpdef Py_ssize_t blocks_used(self, Py_ssize_t counter)
     cpdef double kv_bytes_estimate(self, Py_ssize_t counter)

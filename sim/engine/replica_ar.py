@@ -90,6 +90,7 @@ from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
 PREFILL, DECODE = 1, 2
+SPEC_DEN = GROWTH_DEN  # a C constant when compiled (replica_ar.pxd)
 ROLES = {"": 0, "prefill": PREFILL, "decode": DECODE}
 
 
@@ -183,9 +184,9 @@ class ARReplica(TimerDriven):
     def _kv(self, counter: int) -> int:
         """KV tokens every running sequence has gained after ``counter`` iterations:
         ``counter``, or ⌊counter·g_num / 1024⌋ under speculation (module docstring)."""
-        if self.gnum == GROWTH_DEN:
+        if self.spec is None:
             return counter
-        return counter * self.gnum // GROWTH_DEN
+        return counter * self.gnum // SPEC_DEN
 
     # --- queries used by routers ---------------------------------------------------
 
@@ -335,7 +336,8 @@ class ARReplica(TimerDriven):
             self._begin(admitted)
         else:
             self._busy = False
-            self._sleep()
+            if self.loading or self.releases:
+                self._sleep()
         self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:

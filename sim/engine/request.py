@@ -108,12 +108,13 @@ class Request:
         self.kv_src_pool = -1
         self.kv_src_replica = -1
         self.decode_pool = -1
-        self.prefill_at_s = NAN
-        self.kv_ready_at_s = NAN
-        self.kv_done_at_s = NAN
-        self.decode_queue_s = NAN
-        self.kv_transfer_bytes = NAN
-        self.kv_transfer_s = NAN
+        nan = NAN
+        self.prefill_at_s = nan
+        self.kv_ready_at_s = nan
+        self.kv_done_at_s = nan
+        self.decode_queue_s = nan
+        self.kv_transfer_bytes = nan
+        self.kv_transfer_s = nan
 
     def __repr__(self) -> str:
         return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"

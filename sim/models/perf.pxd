@@ -8,7 +8,7 @@ cdef class DecodeLine:
     cdef public DecodeLine draft
 
 
-@cython.locals(growth=double, t=double)
+@cython.locals(growth=double, a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t)
 cpdef double decode_stretch_time_s(DecodeLine line, double context0, Py_ssize_t batch, Py_ssize_t n)
 
 @cython.locals(a1=double, b1=double, a2=double, b2=double, split=cython.Py_ssize_t)

@@ -476,11 +476,19 @@ def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int)
     """
     if n <= 0:
         return 0.0
-    growth = batch * line.g
-    t = _line_stretch_s(line, context0, growth, n)
     if line.draft is not None:
-        t += line.dn * _line_stretch_s(line.draft, context0, growth, n)
-    return t
+        growth = batch * line.g
+        return _line_stretch_s(line, context0, growth, n) + line.dn * _line_stretch_s(line.draft, context0, growth, n)
+    # one max() line (the common case, inlined): _line_stretch_s with growth = batch·g
+    growth = batch * line.g
+    a1, b1 = line.c0 + line.c1 * context0, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0, line.m1 * growth
+    if a1 < a2:
+        a1, b1, a2, b2 = a2, b2, a1, b1  # (a1, b1): the line ahead at j = 0
+    if b2 <= b1:  # the line ahead stays ahead: one series
+        return n * (a1 + line.k) + b1 * (n - 1) * n / 2.0
+    split = _first_index_where_second_wins(a1, b1, a2, b2, n)
+    return _series(a1, b1, 0, split) + _series(a2, b2, split, n) + n * line.k
 
 
 def _line_stretch_s(line: DecodeLine, context0: float, growth: float, n: int) -> float:
