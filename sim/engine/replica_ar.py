@@ -456,6 +456,7 @@ class ARReplica(TimerDriven):
         if need > self.cap_blocks - self.pinned - used - self.watermark_blocks:
             return False
         self._reserve(req, need)
+        self._kv_sync()  # pinned changed between boundaries
         ready = self.loading[0][0]
         if not self._busy:
             self._busy = True

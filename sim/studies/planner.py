@@ -524,7 +524,7 @@ def _plan_splits(spec: PlanSpec, name: str, search: "WorkloadSearch") -> tuple[d
         return {}, {}
     everyone = [c.accelerator for c in spec.candidates]
     found, costs = {}, {}
-    splitter = SplitSearch(search)
+    splitter = SplitSearch(search, dense_pool_cost)
     for p_acc in sides.prefill or everyone:
         for d_acc in sides.decode or everyone:
             best = splitter.best(p_acc, d_acc)

@@ -42,10 +42,13 @@ def split_key(key: str) -> tuple[str | None, str]:
 class SplitSearch:
     """The split-deployment search of one workload, on top of the planner's
     :class:`sim.studies.planner.WorkloadSearch` ``search`` (its simulations, cache, budget
-    and costs)."""
+    and costs); ``pool_cost(pool, economics)``: a pool's full-load $/hour
+    (:func:`sim.studies.planner.dense_pool_cost`, passed in: the planner imports this
+    module)."""
 
-    def __init__(self, search) -> None:
+    def __init__(self, search, pool_cost) -> None:
         self.search = search
+        self.pool_cost = pool_cost
 
     def _pool(self, counts: dict, role: str):
         from sim.fleet_plan import resolve_fleet
@@ -55,12 +58,10 @@ class SplitSearch:
 
     def cost(self, key: str, n: int) -> float:
         """Full-load $/hour of ``n`` replicas of side key ``key`` (node costs per slot)."""
-        from sim.studies.planner import dense_pool_cost
-
         role, acc = split_key(key)
         other = role_key(SIDES[1 - SIDES.index(role)], acc)
         sc, pool = self._pool({key: n, other: 1}, role)
-        return dense_pool_cost(pool, sc.economics)
+        return self.pool_cost(pool, sc.economics)
 
     def estimates(self, p_acc: str, d_acc: str) -> tuple[int, int]:
         """``ceil(rate / capacity)`` of each side, within [1, max_replicas_per_type]."""
