@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sim import ENGINE_BUILD  # noqa: E402 - 'compiled' or 'source' (sim/__init__)
+from sim import ENGINE_BUILD  # noqa: E402 - 'compiled' or 'source' (sim/_build)
 from sim.engine.demand import generate_demand  # noqa: E402
 from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402

@@ -38,6 +38,7 @@ from fleets.fabrics import with_fabric
 from sim.models.kv_transfer import KVEnd, KVLink, kv_link
 from sim.models.perf import PerfModel, StagePerfs
 from sim.models.speculation import SpecPlan, spec_plan
+from sim.models.video_parallel import video_perfs, video_scheme
 from sim.scenario import Economics, FleetConfig, PoolConfig, Scenario, fleet_workloads, split_serves
 from sim.workloads import kind_of, picture_shape
 from sim.workloads.base import WorkloadKind
@@ -336,12 +337,13 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
     if spec is not None:
         extra_weights += spec.draft_resident_bytes
     peak_act, worst = _peak_activation(pool, shapes, names)
+    scheme = video_scheme(cfg, main, accelerator, where)
     layout = place_pool(
         name=cfg.name,
         accelerator=accelerator,
         model=main,
         precision=cfg.precision,
-        tp=cfg.tp,
+        tp=cfg.tp * (scheme.sp if scheme else 1),  # an SP group counts as the replica's TP-sized group
         pp=cfg.pp,
         replicas=cfg.replicas,
         memory_utilization=cfg.memory_utilization,
@@ -365,6 +367,10 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
                                   cfg.kv_precision, cfg.attention_precision)
     pool.resident_bytes = layout.replica_weight_bytes + extra_weights
     pool.free_bytes = layout.replica_free_bytes - extra_weights
+    if scheme is not None:  # a video DiT: held bytes per GPU by its scheme (sim.models.video_parallel)
+        pool.perf, pool.stage_perfs, held = video_perfs(scheme, pool, perf, catalog, shapes, names, where)
+        pool.resident_bytes = held * layout.tp
+        pool.free_bytes = layout.replica_memory_bytes - pool.resident_bytes
     if peak_act > pool.free_bytes:
         name, width = worst
         raise PlacementError(

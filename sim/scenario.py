@@ -67,6 +67,19 @@ class PoolConfig(Strict):
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
     ep: int = Field(1, ge=1, le=4096, description="expert-parallel group of a MoE model (accelerators per pipeline "
                     "stage, in one scale-up domain; a multiple of tp dividing the routed experts); 1: none")
+    sp: int | None = Field(
+        None, ge=1, le=4096, description="sequence-parallel degree of a video DiT (its tokens split over sp GPUs of "
+        "one scale-up domain; replica accelerators = tp x sp x pp); default: 1 (the reference codes run Wan 2.1/2.2 "
+        "with --ulysses_size = the GPU count)")
+    sp_attention: Literal["ulysses", "ring"] | None = Field(
+        None, description="how SP attention exchanges tokens: Ulysses all-to-all (sp divides the heads) or ring K/V "
+        "passes; default: the model's reference code (sim.models.video_parallel.REFERENCES)")
+    fsdp: bool | None = Field(
+        None, description="video DiT weights and text encoder sharded over the SP group (FSDP, a block gathered "
+        "before it runs); default: on when sp > 1 (Wan --dit_fsdp --t5_fsdp)")
+    offload: bool | None = Field(
+        None, description="video DiT pipeline models moved to host memory between phases (Wan --offload_model); "
+        "default: on for a one-GPU replica, as Wan's generate.py")
     precision: Literal["bf16", "fp8", "fp4"] = Field("fp8", description="weights and linear-layer math")
     kv_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
         None, description="KV cache; default: the weights', FP8 under FP4 weights (production FP4 serving)")
@@ -121,6 +134,11 @@ class FleetConfig(Strict):
         return self
 
 
+MIN_YEARS = 0.1
+"""Shortest depreciation life accepted (years, about five weeks): shorter lives are no
+real input, and 1e-320 years made every cost infinite."""
+
+
 class Economics(Strict):
     """Datacenter cost, financing and power inputs. Defaults and their sources
     (../shared/data/reference/economics.csv unless stated):
@@ -156,8 +174,8 @@ class Economics(Strict):
     electricity_usd_per_kwh: float = Field(0.0892, ge=0, le=100)
     pue: float = Field(1.56, ge=1, le=5)
     facility_capex_usd_per_mw: float = Field(11.7e6, ge=0, le=1e10)
-    depreciation_years: float = Field(5.0, gt=0, le=50)
-    facility_depreciation_years: float = Field(20.0, gt=0, le=100)
+    depreciation_years: float = Field(5.0, ge=MIN_YEARS, le=50, description="IT equipment life, years (>= 0.1)")
+    facility_depreciation_years: float = Field(20.0, ge=MIN_YEARS, le=100, description="facility life, years (>= 0.1)")
     discount_rate_per_year: float = Field(0.0, ge=0, le=1)
     network_capex_usd_per_node: float = Field(66_000.0, ge=0, le=1e7)
     maintenance_fraction_per_year: float = Field(0.0, ge=0, le=1)
@@ -165,7 +183,8 @@ class Economics(Strict):
     other_opex_fraction_per_year: float = Field(0.0, ge=0, le=10)
     ownership: Literal["own", "rent"] = "own"
     rental_usd_per_accelerator_hour: dict[str, Annotated[float, Field(ge=0, le=1000)]] = Field(
-        default_factory=dict, description="per accelerator type; overrides fleets/data/ownership.csv")
+        default_factory=dict, max_length=1000,
+        description="per accelerator type (catalog keys); overrides fleets/data/ownership.csv")
     facility_power_limit_mw: float | None = Field(None, gt=0, le=1e5)
 
 
@@ -386,7 +405,7 @@ def load_scenario(path: str | Path) -> Scenario:
             bad value, allowed values).
     """
     loaded = load_yaml(path, "scenario")
-    check_file_kind(loaded.data, str(path), "scenario")
+    check_file_kind(loaded.data, str(path), "scenario", set(Scenario.model_fields))
     return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
@@ -430,6 +449,10 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         if verifier is not None:
             _check_model(catalog, verifier.model, VERIFIER_KINDS, f"workload '{name}' verifier",
                          ("workloads", name, "verifier", "model"), fail)
+    for key in scenario.economics.rental_usd_per_accelerator_hour:
+        if key not in catalog.accelerators:
+            fail(("economics", "rental_usd_per_accelerator_hour", key),
+                 f"'{key}' is not a catalog accelerator; allowed: {', '.join(sorted(catalog.accelerators))}")
     for f, fleet in enumerate(scenario.fleets):
         for p, pool in enumerate(fleet.pools):
             where = ("fleets", f, "pools", p)

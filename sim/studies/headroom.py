@@ -26,8 +26,8 @@ from sim.errors import UserError
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.tables import Results, run_scenario
 from traffic.demand_fit import FittedArrivals
-from sim.scenario import Scenario, load_scenario, parse_scenario
-from sim.studies.sweep_spec import apply_overrides
+from sim.overrides import derive, keep_fleet, override
+from sim.scenario import Scenario, load_scenario
 
 HEADROOM_MAX = 4.0
 HEADROOM_MIN = 0.25
@@ -53,16 +53,14 @@ def scale_arrival(arrival: dict, factor: float) -> dict:
 
 
 def scaled_scenario(scenario: Scenario, fleet: str, factor: float) -> Scenario:
-    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``.
+    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``,
+    changed in its document and validated once (:mod:`sim.overrides`)."""
+    def change(doc: dict) -> None:
+        keep_fleet(doc, fleet)
+        for wl in doc["workloads"].values():
+            wl["arrival"] = scale_arrival(wl["arrival"], factor)
 
-    The scenario is dumped with the fields it set only (``exclude_unset``): a full dump
-    would set the default length distributions of a trace replay, which then replaced
-    the trace's own lengths (``sim.workloads.autoregressive.draw_lengths``)."""
-    data = scenario.model_dump(mode="json", exclude_unset=True)
-    data["fleets"] = [f for f in data["fleets"] if f["name"] == fleet]
-    for wl in data["workloads"].values():
-        wl["arrival"] = scale_arrival(wl["arrival"], factor)
-    return parse_scenario(data, f"{scenario.name} (load × {factor:.3g})")
+    return derive(scenario, change, f"{scenario.name} (load × {factor:.3g})")
 
 
 def meets_slos(summary: pd.DataFrame) -> bool:
@@ -113,7 +111,9 @@ def split_headroom(scenario: Scenario, fleet: str, simulate_fn: Callable | None 
         UserError: the fleet is not one prefill pool and one decode pool."""
     from sim.models.parallelism import replica_accelerators
 
-    data = scenario.model_dump(mode="json", exclude_unset=True)  # as scaled_scenario: keep what it set
+    from sim.overrides import document
+
+    data = document(scenario)  # as scaled_scenario: the scenario's document, validated once per split
     index = next(i for i, f in enumerate(data["fleets"]) if f["name"] == fleet)
     pools = data["fleets"][index]["pools"]
     sides = {e.partition(":")[2]: i for i, p in enumerate(pools) for e in p["serves"]}
@@ -127,8 +127,12 @@ def split_headroom(scenario: Scenario, fleet: str, simulate_fn: Callable | None 
         n_d = (total - n_p * per["prefill"]) // per["decode"]
         if n_d < 1:
             break
-        pools[sides["prefill"]]["replicas"], pools[sides["decode"]]["replicas"] = n_p, n_d
-        trial = parse_scenario(data, f"{scenario.name} (split {n_p}:{n_d})")
+
+        def change(doc: dict, n_p: int = n_p, n_d: int = n_d) -> None:
+            split = doc["fleets"][index]["pools"]
+            split[sides["prefill"]]["replicas"], split[sides["decode"]]["replicas"] = n_p, n_d
+
+        trial = derive(scenario, change, f"{scenario.name} (split {n_p}:{n_d})")
         rows.append({"prefill_replicas": n_p, "decode_replicas": n_d, "prefill_accelerators": n_p * per["prefill"],
                      "decode_accelerators": n_d * per["decode"],
                      "headroom_load_multiplier": headroom_multiplier(trial, fleet, simulate_fn)})
@@ -212,9 +216,9 @@ def _sweep_planner_table(directory: Path, headroom: bool) -> pd.DataFrame:
     if "headroom_load_multiplier" in runs:
         marks = {tuple(k): h for k, h in zip(runs[keys].itertuples(index=False), runs["headroom_load_multiplier"])}
     elif headroom:
-        base = load_scenario(directory / "base-scenario.yaml").model_dump(mode="json")
+        base = load_scenario(directory / "base-scenario.yaml")
         for k, g in runs.groupby(keys, sort=False):
             overrides = list(json.loads(g["overrides_json"].iloc[0]).items()) + [("seed", int(g["seed"].iloc[0]))]
-            scenario = apply_overrides(base, overrides, str(directory / "base-scenario.yaml"))
+            scenario = override(base, overrides, str(directory / "base-scenario.yaml"))
             marks[k] = headroom_multiplier(scenario, g["fleet"].iloc[0])
     return planner_table(runs, keys, marks)

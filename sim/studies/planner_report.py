@@ -97,6 +97,8 @@ def quarter_text(q: QuarterPlan) -> str:
     lines = [f"Quarter {q.quarter}"]
     for w in q.workloads:
         lines.append(f"  {w.name}: {_counts(w)}")
+        for acc, why in w.dropped.items():
+            lines.append(f"    not a candidate for {w.name}: {acc}: {why}")
     lines.append(_indent(options_table(q)))
     table_ = q.planner.set_index("fleet")
     plan = table_.loc["plan"]

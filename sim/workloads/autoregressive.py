@@ -19,7 +19,7 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_serializer
+from pydantic import Field, model_serializer, model_validator
 
 from sim.workloads.base import RequestShapes, WorkloadConfig, WorkloadKind, mean_of
 from sim.workloads.base import Strict
@@ -55,9 +55,27 @@ class Disaggregation(Strict):
     kv_transfer: Literal["layerwise", "after_prefill"] = "layerwise"
 
 
-def azure_lognormal(dist):
-    """A fresh copy of one of the Azure-trace length fits (a default value)."""
-    return dist.model_copy()
+LENGTH_FIELDS = (("prompt_tokens", AZURE_CONV_PROMPT_LOGNORMAL), ("output_tokens", AZURE_CONV_OUTPUT_LOGNORMAL))
+
+
+def default_lengths(data):
+    """A workload's raw fields with the Azure conv fits filled in for the lengths it
+    leaves unset (absent or null), unless its arrival replays a token trace: then they
+    stay None and the trace rows' own lengths are used (:func:`draw_lengths`). The
+    choice is thus a value of the validated model, never whether a field was given, so
+    a scenario dumped and validated again (an override, a cell, a sweep point) draws
+    exactly what it drew before."""
+    if not isinstance(data, dict):
+        return data
+    arrival = data.get("arrival")
+    if isinstance(arrival, dict) and arrival.get("kind") == "trace":
+        return data
+    missing = {field: dist.model_dump() for field, dist in LENGTH_FIELDS if data.get(field) is None}
+    return {**data, **missing} if missing else data
+
+
+LENGTHS_DEFAULT = ("default: a token trace replay's own per-row lengths; otherwise the Azure conv "
+                   "lognormal fit (filled in at validation)")
 
 
 class AutoregressiveWorkload(WorkloadConfig):
@@ -71,8 +89,8 @@ class AutoregressiveWorkload(WorkloadConfig):
     github.com/Azure/AzurePublicDataset (CC-BY 4.0); see traffic.distributions."""
 
     kind: Literal["autoregressive"]
-    prompt_tokens: Distribution = Field(default_factory=lambda: azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
-    output_tokens: Distribution = Field(default_factory=lambda: azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
+    prompt_tokens: Distribution | None = Field(None, description=LENGTHS_DEFAULT)
+    output_tokens: Distribution | None = Field(None, description=LENGTHS_DEFAULT)
     best_of_k: int = Field(1, ge=1, le=64, description="branches per request, sharing a copied prompt KV")
     disaggregation: Disaggregation | None = Field(
         None, description="prefill-to-decode hand-off where a fleet serves <workload>:prefill and <workload>:decode "
@@ -94,19 +112,35 @@ class AutoregressiveWorkload(WorkloadConfig):
         """The hand-off settings (the defaults when ``disaggregation`` is unset)."""
         return self.disaggregation or Disaggregation()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_lengths(cls, data):
+        return default_lengths(data)
+
 
 def draw_lengths(wl, shapes: RequestShapes, rows, draws) -> None:
     """Prompt and output tokens of one window: drawn from the workload's distributions,
-    or a trace replay's own per-row lengths where the workload sets no distribution."""
+    or a trace replay's own per-row lengths where the workload sets none (None: see
+    :func:`default_lengths`). Both streams are drawn either way, so setting one length
+    does not shift the other's draws."""
     n = len(shapes.prompt)
-    shapes.prompt = sample_tokens(wl.prompt_tokens, draws.prompt, n)
-    shapes.output = sample_tokens(wl.output_tokens, draws.output, n)
-    if wl.arrival.kind == "trace":
+    shapes.prompt = sample_tokens(wl.prompt_tokens or AZURE_CONV_PROMPT_LOGNORMAL, draws.prompt, n)
+    shapes.output = sample_tokens(wl.output_tokens or AZURE_CONV_OUTPUT_LOGNORMAL, draws.output, n)
+    if wl.prompt_tokens is None or wl.output_tokens is None:
         trace_prompt, trace_output = wl.arrival.lengths_of(rows)
-        if "prompt_tokens" not in wl.model_fields_set:
+        if wl.prompt_tokens is None:
             shapes.prompt = np.asarray(trace_prompt, dtype=np.int64)
-        if "output_tokens" not in wl.model_fields_set:
+        if wl.output_tokens is None:
             shapes.output = np.asarray(trace_output, dtype=np.int64)
+
+
+def mean_lengths(wl) -> tuple[float, float]:
+    """(mean prompt tokens, mean output tokens): the distributions' analytic means, or a
+    trace replay's own (:meth:`traffic.arrivals.TraceArrivals.mean_lengths`) where the
+    workload sets none."""
+    trace = wl.arrival.mean_lengths() if wl.prompt_tokens is None or wl.output_tokens is None else (0.0, 0.0)
+    return (trace[0] if wl.prompt_tokens is None else mean_of(wl.prompt_tokens),
+            trace[1] if wl.output_tokens is None else mean_of(wl.output_tokens))
 
 
 def beyond_context(pool, tokens: int) -> bool:
@@ -208,7 +242,8 @@ class Autoregressive(WorkloadKind):
         t_step(b). A prefill pool of a split deployment (``pool.role``) runs prompts only,
         as many per iteration as the token budget allows: n / t_prefill(n prompts); a
         decode pool runs the steps only: b / (steps · t_step(b))."""
-        prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        prompt, output = mean_lengths(wl)
+        output = max(output, 1.0)
         role, spec = getattr(pool, "role", ""), getattr(pool, "spec", None)
         if role == "prefill":
             n = max(1, int(pool.config.max_prefill_tokens // max(prompt, 1.0)))
@@ -230,7 +265,8 @@ class Autoregressive(WorkloadKind):
     def floor_terms(self, wl, perf) -> tuple[float, float]:
         """(linear FLOP of one request: 2·N_active·(P + O), forwards its sequence is in: O;
         under speculation at least 1 + (O − 1)/(k + 1): every step emits at most k + 1)."""
-        prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        prompt, output = mean_lengths(wl)
+        output = max(output, 1.0)
         if wl.speculation is not None:
             return perf.linear_flops_per_token * (prompt + output), 1.0 + (output - 1.0) / (wl.speculation.draft_tokens + 1)
         return perf.linear_flops_per_token * (prompt + output), output

@@ -111,10 +111,22 @@ def test_pool_totals_equal_sums_over_replicas(tmp_path_factory, data, mode):
     assert run_checked(scenario, mode) > 0
 
 
-@diff_settings(15)
+@pytest.mark.slow
+@diff_settings(11)
 @given(data=st.data(), mode=st.sampled_from(["fast", "exact"]))
 def test_pool_totals_under_memory_pressure(tmp_path_factory, data, mode):
     """Preemptions (AR) and forks waiting for activation memory (step-batched)."""
+    check_under_pressure(tmp_path_factory, data, mode)
+
+
+@diff_settings(4)
+@given(data=st.data(), mode=st.sampled_from(["fast", "exact"]))
+def test_pool_totals_under_memory_pressure_smoke(tmp_path_factory, data, mode):
+    """The fast loop's share of the 15 examples (the slow test draws the rest)."""
+    check_under_pressure(tmp_path_factory, data, mode)
+
+
+def check_under_pressure(tmp_path_factory, data, mode) -> None:
     scenario = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar", "picture"), pressure=True))
     squeeze(scenario)
     assume(placeable(scenario))
