@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from sim.errors import ScenarioError
 from sim.loader import LoadedYaml, check_file_kind, check_plain_data, dotted, load_yaml, resolve_paths
@@ -98,6 +98,17 @@ class PoolConfig(Strict):
         None, description="scale-up domain label: pools sharing it (same accelerator) hand off over the scale-up link"
     )
     rack_power_budget_kw: float | None = Field(None, gt=0, le=10_000)
+    scaleout_fabric: str | None = Field(
+        None, description="scale-out NIC per accelerator, a key of fleets/data/fabrics.csv (ib-ndr-400, roce-400, "
+        "eth-200 ...); default: the accelerator's catalog figures")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset(self, handler):
+        """The saved scenario lists ``scaleout_fabric`` only when set."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("scaleout_fabric") is None:
+            data.pop("scaleout_fabric", None)
+        return data
 
 
 class FleetConfig(Strict):
@@ -257,6 +268,7 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
     if unknown:
         raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
     served: set[str] = set()
+    split: dict[str, dict[str, list[PoolConfig]]] = {}  # workload -> side -> pools (prefill/decode)
     for p, pool in enumerate(fleet.pools):
         main = []
         for entry in pool.serves:
@@ -267,13 +279,16 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                     f"workloads are: {known}"
                 )
             if stage is not None:
-                allowed = kind_of(scenario.workloads[name]).stages
-                if stage not in allowed or stage == "denoise":
+                kind = kind_of(scenario.workloads[name])
+                allowed = [a for a in kind.stages if a != "denoise"] + list(kind.split_stages)
+                if stage not in allowed:
                     raise ValueError(
                         f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
                         f"{scenario.workloads[name].kind} workload cannot be placed separately; "
-                        f"allowed: {[a for a in allowed if a != 'denoise']}"
+                        f"allowed: {allowed}"
                     )
+                if stage in kind.split_stages:
+                    split.setdefault(name, {}).setdefault(stage, []).append(pool)
             else:
                 main.append(name)
                 served.add(name)
@@ -289,9 +304,53 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                 f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
                 f"engines ({sorted(map(str, models))}); a pool serves one model"
             )
+        _check_split_pool(scenario, fleet, p, pool, at)
+    for name, sides in split.items():
+        _check_split(scenario, fleet, name, sides, name in served, at)
+        served.add(name)
     missing = [n for n in fleet_workloads(scenario, fleet) if n not in served]
     if missing:
         raise ValueError(f"{at}.pools: fleet '{fleet.name}' has no pool serving workload(s) {missing}")
+
+
+def _check_split_pool(scenario: Scenario, fleet: FleetConfig, p: int, pool: PoolConfig, at: str) -> None:
+    """A pool of a split deployment runs one side (prefill or decode) of workloads of one model."""
+    sides = {stage for name, stage in map(split_serves, pool.serves)
+             if stage in kind_of(scenario.workloads[name]).split_stages}
+    if not sides:
+        return
+    models = {scenario.workloads[split_serves(e)[0]].model for e in pool.serves}
+    if len(sides) > 1 or len(models) > 1:
+        raise ValueError(
+            f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves {pool.serves}: a pool of a split "
+            f"deployment runs one side (prefill or decode) of workloads of one model; serve the whole workload "
+            f"(serves: [name]) to run both on one pool")
+
+
+def _check_split(scenario: Scenario, fleet: FleetConfig, name: str, sides: dict, whole: bool, at: str) -> None:
+    """A workload split into prefill and decode: both sides placed, no whole-workload pool
+    besides, one branch per request, and the same KV-cache precision on both sides (the
+    transferred KV cache is used as it is)."""
+    from fleets.catalog import default_kv_precision
+
+    wl = scenario.workloads[name]
+    where = f"{at}.pools: fleet '{fleet.name}' workload '{name}'"
+    if whole:
+        raise ValueError(f"{where} is served whole by one pool and split into {sorted(sides)} by others; "
+                         f"serve it one way in a fleet")
+    absent = [s for s in kind_of(wl).split_stages if s not in sides]
+    if absent:
+        raise ValueError(f"{where}: its {', '.join(sorted(sides))} side is placed (serves: [{name}:...]) but no pool "
+                         f"serves '{name}:{absent[0]}'; a split deployment needs both sides")
+    if getattr(wl, "best_of_k", 1) > 1:
+        raise ValueError(f"{where}: best_of_k > 1 is not modelled in a split deployment; serve it whole")
+    precisions = {(p.name, p.kv_precision or default_kv_precision(p.precision))
+                  for pools in sides.values() for p in pools}
+    if len({kv for _, kv in precisions}) > 1:
+        listed = ", ".join(f"{n}: {kv}" for n, kv in sorted(precisions))
+        raise ValueError(f"{where}: its prefill and decode pools store the KV cache at different precisions "
+                         f"({listed}); the decode side uses the transferred cache as it is, so set one "
+                         f"kv_precision on all of them")
 
 
 def _check_sizes(scenario: Scenario) -> None:
@@ -369,6 +428,7 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         ScenarioError: naming ``source``, the field path (line), the value and what is allowed.
     """
     from fleets.catalog_io import load_catalog
+    from fleets.fabrics import load_fabrics
 
     catalog = load_catalog()
 
@@ -381,6 +441,10 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         if model_kinds:
             _check_model(catalog, wl.model, model_kinds, f"workload '{name}' ({wl.kind})",
                          ("workloads", name, "model"), fail)
+        draft = getattr(getattr(wl, "speculation", None), "draft_model", None)
+        if draft is not None:
+            _check_model(catalog, draft, ("autoregressive",), f"workload '{name}' speculation draft",
+                         ("workloads", name, "speculation", "draft_model"), fail)
         verifier = getattr(wl, "verifier", None)
         if verifier is not None:
             _check_model(catalog, verifier.model, VERIFIER_KINDS, f"workload '{name}' verifier",
@@ -398,6 +462,11 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
                 fail(where + ("accelerator",), f"unknown accelerator '{pool.accelerator}'{hint}; allowed: "
                      f"{', '.join(sorted(catalog.accelerators))}")
             acc = catalog.accelerators[pool.accelerator]
+            if pool.scaleout_fabric is not None:
+                fabrics = load_fabrics()
+                if pool.scaleout_fabric not in fabrics:
+                    fail(where + ("scaleout_fabric",), f"unknown scale-out fabric '{pool.scaleout_fabric}'; "
+                         f"allowed: {', '.join(fabrics)}")
             if pool.precision == "fp4" and acc.peak_fp4_flops is None:
                 usable = [pr for pr, peak in (("bf16", acc.peak_bf16_flops), ("fp8", acc.peak_fp8_flops)) if peak]
                 fail(where + ("precision",), f"'{pool.accelerator}' has no FP4 peak in the catalog, so fp4 is "

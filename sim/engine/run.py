@@ -50,6 +50,7 @@ class RunContext:
         self.drained = self.env.event()
         self.outcomes = None
         self.routers: list = []
+        self.pools: list = []  # the run's pools by index (a split deployment's hand-offs find their prefill replica)
 
     def request_finished(self, req) -> None:
         """``req`` completed or was rejected: its outcome is final."""

@@ -71,24 +71,37 @@ class DecodeLine:
     """Decode iteration time as a function of the batch's total context C (tokens), batch
     size fixed: ``t(C) = max(c0 + c1·C, m0 + m1·C) + k`` seconds.
 
+    A speculative-decoding step (:mod:`sim.models.speculation`) is a verification forward
+    (this line) plus ``dn`` forwards of a ``draft`` line at the same context, and grows each
+    sequence's context by ``g`` tokens (the expected tokens a step emits) instead of one:
+    ``t(C) = max(c0 + c1·C, m0 + m1·C) + k + dn · draft.t(C)``.
+
     Memoised per batch size (:meth:`PerfModel.decode_line`) and shared: never mutated.
     A slotted class, not a dataclass, so that the compiled build can make it an
     extension type with C double fields (``perf.pxd``)."""
 
-    __slots__ = ("c0", "c1", "m0", "m1", "k")
+    __slots__ = ("c0", "c1", "m0", "m1", "k", "g", "dn", "draft")
 
-    def __init__(self, c0: float, c1: float, m0: float, m1: float, k: float) -> None:
+    def __init__(self, c0: float, c1: float, m0: float, m1: float, k: float, g: float = 1.0,
+                 draft: "DecodeLine | None" = None, dn: float = 0.0) -> None:
         self.c0 = c0
         self.c1 = c1
         self.m0 = m0
         self.m1 = m1
         self.k = k
+        self.g = g
+        self.draft = draft
+        self.dn = dn
 
     def __repr__(self) -> str:
-        return f"DecodeLine(c0={self.c0!r}, c1={self.c1!r}, m0={self.m0!r}, m1={self.m1!r}, k={self.k!r})"
+        extra = "" if self.draft is None and self.g == 1.0 else f", g={self.g!r}, dn={self.dn!r}, draft={self.draft!r}"
+        return f"DecodeLine(c0={self.c0!r}, c1={self.c1!r}, m0={self.m0!r}, m1={self.m1!r}, k={self.k!r}{extra})"
 
     def time_s(self, context_tokens: float) -> float:
-        return max(self.c0 + self.c1 * context_tokens, self.m0 + self.m1 * context_tokens) + self.k
+        t = max(self.c0 + self.c1 * context_tokens, self.m0 + self.m1 * context_tokens) + self.k
+        if self.draft is not None:
+            t += self.dn * self.draft.time_s(context_tokens)
+        return t
 
 
 class PerfModel:
@@ -211,6 +224,33 @@ class PerfModel:
             m0=(self.weight_bytes_read(batch) + self.kv_bytes_per_sequence * batch) / self.mem_rate,
             m1=self.kv_bytes_per_token / self.mem_rate,
             k=self._comm.time_s(batch) + self.overhead_s,
+        )
+
+    def verify_line(self, batch: int, tokens_per_sequence: int) -> DecodeLine:
+        """Coefficients of one forward over ``tokens_per_sequence`` new tokens of each of
+        ``batch`` sequences (a speculative verification: k drafted tokens + 1): linear FLOP
+        and weights for batch × tokens tokens, each token attending to its sequence's
+        context (c1 × tokens) and to the new tokens before it (q(q−1)/2 pairs per
+        sequence, in c0), the KV cache read once per sequence (m1), TP all-reduces of
+        batch × tokens tokens. Equal to :meth:`decode_line` at one token."""
+        q = tokens_per_sequence
+        tokens = batch * q
+        within = self.attn_flops_per_pair * self.attn_time_weight * batch * q * (q - 1) / 2.0
+        if self._ep is not None:
+            ep = self._ep
+            return DecodeLine(
+                c0=(ep.shared_linear_flops_per_token * tokens + within) / ep.dp / ep.group_compute,
+                c1=self.attn_flops_per_pair * self.attn_time_weight * q / ep.dp / ep.group_compute,
+                m0=ep.shared_bytes / ep.group_memory,
+                m1=self.kv_bytes_per_token / ep.dp / ep.group_memory,
+                k=ep.fixed_s(tokens),
+            )
+        return DecodeLine(
+            c0=(self.linear_flops_per_token * tokens + within) / self.compute_rate,
+            c1=self.attn_flops_per_pair * self.attn_time_weight * q / self.compute_rate,
+            m0=self.weight_bytes_read(tokens) / self.mem_rate,
+            m1=self.kv_bytes_per_token / self.mem_rate,
+            k=self._comm.time_s(tokens) + self.overhead_s,
         )
 
     def decode_flops(self, batch: int, context_tokens: float) -> float:
@@ -485,15 +525,34 @@ clamp to the stretch's length anyway, and the cap keeps it an exact 64-bit integ
 
 def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int) -> float:
     """Total time of ``n`` decode iterations with a fixed batch whose total context starts
-    at ``context0`` and grows by ``batch`` tokens per iteration (closed form, O(1)).
+    at ``context0`` and grows by ``batch`` × ``line.g`` tokens per iteration (closed form,
+    O(1)).
 
     Iteration j costs ``max(a1 + b1·j, a2 + b2·j) + k``; the two lines cross at most once,
-    so the sum splits into two arithmetic series at the crossing.
+    so the sum splits into two arithmetic series at the crossing. A speculative step adds
+    ``dn`` forwards of its draft line, summed the same way.
     """
     if n <= 0:
         return 0.0
-    a1, b1 = line.c0 + line.c1 * context0, line.c1 * batch
-    a2, b2 = line.m0 + line.m1 * context0, line.m1 * batch
+    if line.draft is not None:
+        growth = batch * line.g
+        return _line_stretch_s(line, context0, growth, n) + line.dn * _line_stretch_s(line.draft, context0, growth, n)
+    # one max() line (the common case, inlined): _line_stretch_s with growth = batch·g
+    growth = batch * line.g
+    a1, b1 = line.c0 + line.c1 * context0, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0, line.m1 * growth
+    if a1 < a2:
+        a1, b1, a2, b2 = a2, b2, a1, b1  # (a1, b1): the line ahead at j = 0
+    if b2 <= b1:  # the line ahead stays ahead: one series
+        return n * (a1 + line.k) + b1 * (n - 1) * n / 2.0
+    split = _first_index_where_second_wins(a1, b1, a2, b2, n)
+    return _series(a1, b1, 0, split) + _series(a2, b2, split, n) + n * line.k
+
+
+def _line_stretch_s(line: DecodeLine, context0: float, growth: float, n: int) -> float:
+    """Σ_{j<n} max(c0 + c1·C_j, m0 + m1·C_j) + k with C_j = context0 + growth·j (n >= 1)."""
+    a1, b1 = line.c0 + line.c1 * context0, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0, line.m1 * growth
     if a1 < a2:
         a1, b1, a2, b2 = a2, b2, a1, b1  # (a1, b1): the line ahead at j = 0
     if b2 <= b1:  # the line ahead stays ahead: one series
@@ -512,7 +571,10 @@ def decode_stretch_iterations_done(
     the quadratic formula; the result is then checked against the exact sum (so float
     rounding can never make it disagree with :func:`decode_stretch_time_s`).
     """
-    guess = _solve_iterations(line, context0, batch, n, elapsed_s)
+    if line.draft is not None:  # a sum of two max() lines: piecewise quadratic, three pieces at most
+        guess = _solve_spec_iterations(line, context0, batch * line.g, n, elapsed_s)
+    else:
+        guess = _solve_iterations(line, context0, batch * line.g, n, elapsed_s)
     k = min(max(guess, 0), n)
     while k > 0 and decode_stretch_time_s(line, context0, batch, k) > elapsed_s:
         k -= 1
@@ -521,10 +583,11 @@ def decode_stretch_iterations_done(
     return k
 
 
-def _solve_iterations(line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float) -> int:
-    """Approximate inverse of the stretch time (see decode_stretch_iterations_done)."""
-    a1, b1 = line.c0 + line.c1 * context0 + line.k, line.c1 * batch
-    a2, b2 = line.m0 + line.m1 * context0 + line.k, line.m1 * batch
+def _solve_iterations(line: DecodeLine, context0: float, growth: float, n: int, elapsed_s: float) -> int:
+    """Approximate inverse of the stretch time (see decode_stretch_iterations_done);
+    ``growth``: context tokens added per iteration."""
+    a1, b1 = line.c0 + line.c1 * context0 + line.k, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0 + line.k, line.m1 * growth
     split = _first_index_where_second_wins(a1 - line.k, b1, a2 - line.k, b2, n)
     if a1 >= a2:
         first_a, first_b, second_a, second_b = a1, b1, a2, b2
@@ -534,6 +597,39 @@ def _solve_iterations(line: DecodeLine, context0: float, batch: int, n: int, ela
     if elapsed_s < head or split >= n:
         return _quadratic_count(first_a, first_b, 0, elapsed_s)
     return split + _quadratic_count(second_a + second_b * split, second_b, 0, elapsed_s - head)
+
+
+def _solve_spec_iterations(line: DecodeLine, context0: float, growth: float, n: int, elapsed_s: float) -> int:
+    """Approximate inverse of a speculative stretch's time (verification line plus ``dn``
+    draft lines): per iteration a + b·j on at most three pieces between the two lines'
+    crossings, each piece's count from the quadratic formula."""
+    d = line.draft
+    # each max(): the line ahead at j = 0, the other, and where the other takes over
+    va1, vb1 = line.c0 + line.c1 * context0, line.c1 * growth
+    va2, vb2 = line.m0 + line.m1 * context0, line.m1 * growth
+    if va1 < va2:
+        va1, vb1, va2, vb2 = va2, vb2, va1, vb1
+    vs = _first_index_where_second_wins(va1, vb1, va2, vb2, n) if vb2 > vb1 else n
+    da1, db1 = d.c0 + d.c1 * context0, d.c1 * growth
+    da2, db2 = d.m0 + d.m1 * context0, d.m1 * growth
+    if da1 < da2:
+        da1, db1, da2, db2 = da2, db2, da1, db1
+    ds = _first_index_where_second_wins(da1, db1, da2, db2, n) if db2 > db1 else n
+    fixed = line.k + line.dn * d.k
+    first_cut, second_cut = min(vs, ds), max(vs, ds)
+    spent = 0.0
+    start = 0
+    for stop in (first_cut, second_cut, n):
+        if stop <= start:
+            continue
+        a = (va1 if start < vs else va2) + line.dn * (da1 if start < ds else da2) + fixed
+        b = (vb1 if start < vs else vb2) + line.dn * (db1 if start < ds else db2)
+        piece = _series(a, b, start, stop)
+        if elapsed_s < spent + piece:
+            return start + _quadratic_count(a + b * start, b, 0, elapsed_s - spent)
+        spent += piece
+        start = stop
+    return n
 
 
 def _quadratic_count(a: float, b: float, _start: int, budget: float) -> int:

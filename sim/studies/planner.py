@@ -28,6 +28,11 @@ Method (see docs/sweeps-and-planning.md, "Capacity planning", for its limits):
    × PUE) fits ``economics.facility_power_limit_mw`` (when set) is chosen.
 6. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
 
+A workload listed under ``split:`` is also planned as a split deployment, prefill and
+decode on pools of their own (:mod:`sim.studies.planner_split`: the replicas and the
+accelerator of each side, so the prefill:decode ratio); its cheapest passing split joins
+its options beside the co-located ones in step 5.
+
 A growth curve (``growth:``) plans every quarter with the rates scaled. A horizon
 (``horizon_weeks: N``) plans for the demand N weeks ahead: every workload whose arrival
 is ``kind: fitted`` (daily and weekly profile with growth, :mod:`traffic.demand_fit`) is
@@ -50,6 +55,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from sim.errors import ScenarioError, UserError
 from sim.models.parallelism import replica_accelerators
 from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_floor
+from sim.studies.planner_split import SplitSearch, split_key
 from sim.results.outputs import check_name
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
@@ -106,6 +112,13 @@ class Search(_Strict):
     seeds: int = Field(1, ge=1, le=100, description="a candidate must meet the SLOs with seeds seed .. seed+n-1")
 
 
+class SplitSides(_Strict):
+    """Candidate accelerators of each side of a split deployment (default: every candidate)."""
+
+    prefill: list[str] | None = None
+    decode: list[str] | None = None
+
+
 class PlanSpec(_Strict):
     name: str = "plan"
     description: str = ""
@@ -122,6 +135,8 @@ class PlanSpec(_Strict):
         None, ge=0, le=520, description="plan for fitted arrivals N weeks ahead (the end of the horizon)"
     )
     candidates: list[Candidate] = Field(min_length=1, max_length=100)
+    split: dict[str, SplitSides] = Field(
+        default_factory=dict, description="autoregressive workloads to plan also as split prefill/decode deployments")
     search: Search = Search()
     headroom: bool = Field(True, description="find the chosen fleet's load headroom by re-simulation")
 
@@ -155,6 +170,7 @@ def load_plan(path: str | Path) -> PlanSpec:
             raise UserError(f"{path}: candidates.{i}.layouts: {unknown} are not workloads of the demand; "
                             f"workloads: {sorted(spec.demand)}")
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
+    _check_split(spec, path)
     quarters = [q.quarter for q in spec.growth or []]
     repeated = sorted({q for q in quarters if quarters.count(q) > 1})
     if repeated:
@@ -166,12 +182,32 @@ def load_plan(path: str | Path) -> PlanSpec:
     return spec
 
 
-def pool_fields(spec: PlanSpec, workload: str, accelerator: str) -> dict:
+def _check_split(spec: PlanSpec, path: Path) -> None:
+    """``split:`` names workloads of the demand that can be split, and candidates."""
+    from sim.workloads import kind_of
+
+    known = [c.accelerator for c in spec.candidates]
+    for name, sides in spec.split.items():
+        kind = spec.demand.get(name, {}).get("kind")
+        if name not in spec.demand or not kind_of(kind).split_stages:
+            raise UserError(f"{path}: split.{name}: not an autoregressive workload of the demand "
+                            f"({sorted(spec.demand)}); only those can be split into prefill and decode pools")
+        for side in ("prefill", "decode"):
+            unknown = [a for a in getattr(sides, side) or [] if a not in known]
+            if unknown:
+                raise UserError(f"{path}: split.{name}.{side}: {unknown} are not candidates; candidates: {known}")
+
+
+def pool_fields(spec: PlanSpec, workload: str, accelerator: str, role: str | None = None) -> dict:
+    """Pool fields of ``workload`` on ``accelerator``: the candidate's, then its
+    ``layouts[workload]``, then (a side of a split deployment) ``layouts["<workload>:<role>"]``."""
     cand = next(c for c in spec.candidates if c.accelerator == accelerator)
     fields = {"tp": cand.tp, "precision": cand.precision}
     if cand.price_usd is not None:
         fields["price_usd"] = cand.price_usd
     fields.update(cand.layouts.get(workload, {}))
+    if role is not None:
+        fields.update(cand.layouts.get(f"{workload}:{role}", {}))
     return fields
 
 
@@ -242,7 +278,7 @@ def choose_fleet(spec: PlanSpec, plans: list["WorkloadPlan"]) -> tuple[dict[str,
 
 
 def _options(p: "WorkloadPlan") -> list[Counts]:
-    out = [p.mix] + [{a: n} for a, n in p.singles.items() if n is not None]
+    out = ([p.mix] if p.mix else []) + [{a: n} for a, n in p.singles.items() if n is not None] + list(p.splits.values())
     unique = []
     for counts in out:
         if counts not in unique:
@@ -251,10 +287,17 @@ def _options(p: "WorkloadPlan") -> list[Counts]:
 
 
 def _pools(spec: PlanSpec, plan: dict[str, Counts]) -> list[dict]:
-    return [
-        {"name": f"{w}-{acc}", "accelerator": acc, "serves": [w], "replicas": n, **pool_fields(spec, w, acc)}
-        for w, counts in plan.items() for acc, n in counts.items() if n > 0
-    ]
+    """Pools of ``plan``; a count key ``<side>:<accelerator>`` is a side of a split
+    deployment (:mod:`sim.studies.planner_split`)."""
+    pools = []
+    for w, counts in plan.items():
+        for key, n in counts.items():
+            role, acc = split_key(key)
+            if n > 0:
+                name, serves = (f"{w}-{acc}", w) if role is None else (f"{w}-{role}-{acc}", f"{w}:{role}")
+                pools.append({"name": name, "accelerator": acc, "serves": [serves], "replicas": n,
+                              **pool_fields(spec, w, acc, role)})
+    return pools
 
 
 # --- one workload -------------------------------------------------------------------
@@ -419,6 +462,19 @@ class WorkloadPlan:
     lower_bounds: dict[str, int]  # ceil(rate × fewest replica-seconds per request): no fewer replicas keep up
     per_replica: dict[str, int] = field(default_factory=dict)  # accelerators per replica (tp × pp) per type
     estimates: dict[str, int] = field(default_factory=dict)  # roofline estimate ceil(rate / capacity): search start
+    splits: dict[tuple[str, str], Counts] = field(default_factory=dict)  # (prefill, decode) type -> passing split
+    split_costs: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @property
+    def prefill_decode_ratio(self) -> tuple[int, int] | None:
+        """(prefill, decode) accelerators of the chosen plan when it is split, else None."""
+        sides = {"prefill": 0, "decode": 0}
+        for key, n in self.mix.items():
+            role, _ = split_key(key)
+            if role is None:
+                return None
+            sides[role] += n * self.per_replica.get(key, 1)
+        return sides["prefill"], sides["decode"]
     dropped: dict[str, str] = field(default_factory=dict)  # candidates that cannot hold it, and why
 
 
@@ -475,24 +531,47 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
         raise UserError(f"plan: no candidate accelerator can hold workload '{name}': {reasons}")
     singles = {a: search.single(a) for a in search.types}
     feasible = {a: n for a, n in singles.items() if n is not None}
-    if not feasible:
+    splits, split_costs = _plan_splits(spec, name, search)
+    if not feasible and not splits:
         raise UserError(f"plan: workload '{name}' misses its SLO even with "
                         f"{spec.search.max_replicas_per_type} replicas of every candidate")
     costs = {a: search.cost(a, n) for a, n in feasible.items()}
-    best = min(costs, key=costs.get)
-    mix, cost = {best: feasible[best]}, costs[best]
+    options = [({a: n}, costs[a]) for a, n in feasible.items()]
     if spec.search.mixes and len(feasible) > 1:
         found = search.best_mix(feasible)
         if found is not None:
-            mix, cost = found
+            options.append(found)
+    options += [(splits[pair], split_costs[pair]) for pair in splits]
+    mix, cost = min(options, key=lambda option: option[1])
     per_replica = {a: _accelerators_per_replica(spec, name, a) for a in search.types}
+    for counts in splits.values():
+        per_replica.update({key: _accelerators_per_replica(spec, name, split_key(key)[1], split_key(key)[0])
+                            for key in counts})
     return WorkloadPlan(name, search.rate, {a: n for a, n in mix.items() if n}, cost, singles, costs,
                         {a: search.lower_bound(a) for a in search.types}, per_replica,
-                        {a: search.estimate(a) for a in search.types}, dict(search.dropped))
+                        {a: search.estimate(a) for a in search.types}, splits, split_costs,
+                        dict(search.dropped))
 
 
-def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:
-    fields = pool_fields(spec, workload, accelerator)
+def _plan_splits(spec: PlanSpec, name: str, search: "WorkloadSearch") -> tuple[dict, dict]:
+    """Every passing split deployment of workload ``name`` per (prefill, decode) type
+    pair (:class:`sim.studies.planner_split.SplitSearch`), and their full-load $/hour."""
+    sides = spec.split.get(name)
+    if sides is None:
+        return {}, {}
+    everyone = [c.accelerator for c in spec.candidates]
+    found, costs = {}, {}
+    splitter = SplitSearch(search, dense_pool_cost)
+    for p_acc in sides.prefill or everyone:
+        for d_acc in sides.decode or everyone:
+            best = splitter.best(p_acc, d_acc)
+            if best is not None:
+                found[p_acc, d_acc], costs[p_acc, d_acc] = best
+    return found, costs
+
+
+def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str, role: str | None = None) -> int:
+    fields = pool_fields(spec, workload, accelerator, role)
     return replica_accelerators(int(fields.get("tp", 1)), int(fields.get("pp", 1)), int(fields.get("ep", 1)))
 
 
@@ -530,6 +609,9 @@ def _quarter(spec: PlanSpec, label: str, demand: dict, plans: list[WorkloadPlan]
         p.mix = {a: n for a, n in chosen[p.name].items() if n}
         if len(p.mix) == 1 and p.singles.get(next(iter(p.mix))) == next(iter(p.mix.values())):
             p.mix_cost_usd_per_hour = p.single_costs[next(iter(p.mix))]
+        for pair, counts in p.splits.items():
+            if p.mix == counts:
+                p.mix_cost_usd_per_hour = p.split_costs[pair]
     q = QuarterPlan(label, plans, cost, single_type, facility_power_mw=mw)
     q.scenario = scenario_data(spec, demand, q.plan, _verify_seed(spec), f"plan {label}", extra_fleets=extra)
     results = run_scenario(q.scenario)

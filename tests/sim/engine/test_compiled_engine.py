@@ -30,7 +30,8 @@ import sim
 
 ROOT = Path(__file__).resolve().parents[3]
 CI = bool(os.environ.get("CI"))
-RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "diffusion-shift", "genai-image", "search-verifier"]
+RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "diffusion-shift", "genai-image", "search-verifier", "pd-disagg",
+                 "spec-decode"]
 
 
 def _require_compiled() -> None:
