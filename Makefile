@@ -16,16 +16,20 @@ $(STAMP): pyproject.toml requirements.lock
 
 # The engine's hot path is compiled with Cython (setup.py: each sim/**/X.py with an X.pxd).
 # `pip install -e .` above compiles it; this rebuilds it after an edit of one of those files
-# (until then dcsim warns and runs the Python source: same results, slower).
+# (until then dcsim warns and runs the Python source: same results, slower). Nothing is
+# written beside the sources: the C files go to build/cython/, the extensions to build/ext/
+# (sim/_build.py imports them from there); the find removes what builds before that left.
 # The stamp is only touched once the compiled build is the one that runs, so after a
-# failed compile (no C compiler: dcsim then runs the source) every target tries again.
+# failed compile (no C compiler: dcsim then runs the source) every target tries again;
+# it lives in build/, so removing build/ rebuilds too.
 ENGINE_PXD := $(shell find sim -name '*.pxd')
 ENGINE_SRC := $(ENGINE_PXD) $(ENGINE_PXD:.pxd=.py)
-BUILT := $(VENV)/.built
+BUILT := build/.built
 
 $(BUILT): $(STAMP) setup.py $(ENGINE_SRC)
+	@find sim \( -name '*.so' -o -name '*.c' \) -delete
 	$(BIN)/python setup.py --quiet build_ext --inplace
-	@if DCSIM_PURE_PYTHON=0 $(BIN)/python -W ignore -c "import sim, sys; sys.exit(sim.ENGINE_BUILD != 'compiled')"; \
+	@if DCSIM_PURE_PYTHON=0 $(BIN)/python -W ignore -c "import sim._build as b, sys; sys.exit(b.ENGINE_BUILD != 'compiled')"; \
 	then touch $(BUILT); \
 	else echo "dcsim: the engine did not compile; it runs from the Python source (same results, ~3x slower)"; fi
 
@@ -55,4 +59,4 @@ bench: $(BUILT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build
-	find sim -name '*.so' -delete -o -name '*.c' -delete
+	find sim \( -name '*.so' -o -name '*.c' \) -delete

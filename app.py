@@ -25,6 +25,7 @@ from sim.results.export import FLOAT_FORMAT
 from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
 from sim.results.report_html import load_sweep
 from sim.results.tables import Results, run_scenario
+from sim.overrides import document
 from sim.scenario import parse_scenario, scenario_to_yaml
 from sim.studies.headroom import results_planner_table
 from sim.workloads import kind_of
@@ -89,12 +90,12 @@ def choose_scenario() -> tuple[str, dict | None]:
     if name != UPLOAD:
         from sim.scenario import load_scenario
 
-        return name, ds.for_dashboard(load_scenario(files[name]).model_dump(mode="json"))
+        return name, ds.for_dashboard(document(load_scenario(files[name])))
     upload = st.sidebar.file_uploader("scenario YAML", type=["yaml", "yml"], key="upload")
     if upload is None:
         return name, None
     try:
-        data = ds.read_scenario_text(upload.getvalue().decode("utf-8", "replace"), upload.name)
+        data = ds.read_scenario_text(upload.getvalue(), upload.name)
     except ScenarioError as err:
         st.sidebar.error(str(err))
         return name, None
@@ -260,7 +261,7 @@ def sidebar() -> tuple[dict | None, object]:
         workload(bar, name, wl)
     hardware(bar, data)
     prices(bar)
-    return (scenario.model_dump(mode="json") if scenario is not None else None), pressed
+    return (document(scenario) if scenario is not None else None), pressed
 
 
 # --- fleets and pools as a table ---------------------------------------------------
@@ -345,18 +346,18 @@ def kpi_card_html(name: str, accelerators: str, kpis: dict[str, str], color: str
 def kpi_cards(results: Results, colors: dict) -> None:
     """Fleet cards, at most three per row (five fleets: 3 + 2), then one full-width table
     of every workload on every fleet (HTML, so cells wrap instead of clipping). Fleets
-    with a transferred accelerator show the performance model's ± band beside latency,
-    throughput and cost, as planner.csv and the text report do."""
+    show each pool's performance-model ± band; every workload row carries the band of the
+    pools that serve it, and fleet totals the widest pool band, as the text report does."""
     st.markdown(CARD_CSS, unsafe_allow_html=True)
     rows = list(results.fleets.iterrows())
     bands = charts.perf_bands(results.scenario, catalog().accelerators)
     for first in range(0, len(rows), CARDS_PER_ROW):
         columns = st.columns(CARDS_PER_ROW)
         for column, (_, fleet) in zip(columns, rows[first:first + CARDS_PER_ROW]):
-            kpis = charts.kpi_fleet(fleet, results.summary, bands.get(fleet["fleet"]), results.scenario.economics.ownership)
+            kpis = charts.kpi_fleet(fleet, results.summary, bands[fleet["fleet"]], results.scenario.economics.ownership)
             column.markdown(kpi_card_html(str(fleet["fleet"]), str(fleet["accelerators"]), kpis,
                                           colors.get(fleet["fleet"], "#444")), unsafe_allow_html=True)
-    table = pd.concat([charts.kpi_workloads(results.summary, f, bands.get(f)).assign(fleet=f)
+    table = pd.concat([charts.kpi_workloads(results.summary, f, bands[f]).assign(fleet=f)
                        for f in results.fleets["fleet"]])
     st.table(table[["fleet", *[c for c in table.columns if c != "fleet"]]].set_index(["fleet", "workload"]))
 
@@ -429,9 +430,9 @@ def compare(results: Results, colors: dict) -> None:
     table = charts.compare_all(results.summary, results.fleets, bands)
     known = {k: v for k, v in bands.items() if v is not None}
     st.caption("Best value per row highlighted in its fleet's colour. **spread**: worst / best − 1. "
-               + (f"**beyond band**: the spread exceeds the performance model's widest uncertainty band "
-                  f"(±{max(known.values()):g}% on {', '.join(known)}; catalog `efficiency_band_pct`)."
-                  if known else "Every accelerator compared is calibrated: no uncertainty band applies."))
+               + (f"**beyond band**: the spread exceeds the widest pool band of the fleets compared "
+                  f"(±{max(known.values()):g}%; catalog `efficiency_band_pct`, from dcsim validate's held-out residuals)."
+                  if known else "No accelerator compared has a band."))
     shown = charts.format_comparison(table, names)
 
     shown = shown.set_index(["scope", "metric"])

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python bench/bench_engine.py [--duration-s 3600] [--rate 100] [--replicas 64]
-                                 [--mode fast|exact] [--quick] [--save]
+                                 [--mode fast|exact] [--quick] [--save] [--features]
 
 Main case: ``duration_s`` seconds of Poisson arrivals at ``rate`` requests/s (default one
 hour at 100/s, about 360k requests) of llama-3-70b requests whose prompt and output
@@ -11,11 +11,17 @@ lengths are resampled from the Azure LLM inference trace 2023 (conv) (empirical
 distribution), served by ``replicas`` H100-SXM TP4 FP8 replicas behind a
 least-outstanding router. Only ``simulate`` is timed (demand is drawn beforehand).
 
+``--features [both|spec|split]`` turns on the serving features of issue 25 (both by default): the chat workload speculates
+(an EAGLE-style head, k = 3, acceptance 0.7) and its replicas are split into a prefill pool
+(a quarter of them) and a decode pool (the rest), the KV cache moving over InfiniBand
+NDR; the cost per request should stay within 15% of the plain run's.
+
 Second case (output-length independence): a shorter run (10 min, 1 min with ``--quick``)
 simulated twice on the same arrivals and prompts, with every output length set to 50 and
 then to 1000 tokens; events per request should be the same for both.
 
-Printed: requests, wall seconds, simulated requests per wall-second, SimPy events per
+Printed: requests, wall seconds, CPU microseconds per request (the process's own time:
+steadier than wall time on a shared machine), simulated requests per wall-second, SimPy events per
 request, peak RSS, and RSS growth per retained request (RSS after ``simulate`` returned,
 its FleetRun still alive, minus RSS before, over the number of requests). With ``--save``
 the figures are also written to ``bench/results.json``.
@@ -40,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sim import ENGINE_BUILD  # noqa: E402 - 'compiled' or 'source' (sim/__init__)
+from sim import ENGINE_BUILD  # noqa: E402 - 'compiled' or 'source' (sim/_build)
 from sim.engine.demand import generate_demand  # noqa: E402
 from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
@@ -67,10 +73,13 @@ def _empirical(field: str, trace: Path) -> dict:
     return {"kind": "empirical", "trace": {"path": str(trace), "format": "azure_csv", "field": field}}
 
 
-def build_scenario(duration_s: float, rate: float, replicas: int, mode: str, output_tokens: float | None = None):
+def build_scenario(duration_s: float, rate: float, replicas: int, mode: str, output_tokens: float | None = None,
+                   features: str | None = None):
     """The benchmark scenario, validated through ``parse_scenario``.
 
-    ``output_tokens``: a constant output length instead of the trace's empirical one.
+    ``output_tokens``: a constant output length instead of the trace's empirical one;
+    ``features``: "both", "spec" or "split": speculation and/or a prefill/decode split
+    (module docstring).
     """
     trace = _trace_path()
     output = _empirical("output_tokens", trace) if output_tokens is None else {"kind": "constant", "value": output_tokens}
@@ -108,7 +117,30 @@ def build_scenario(duration_s: float, rate: float, replicas: int, mode: str, out
             }
         ],
     }
+    if features:
+        with_features(data, "chat", features)
     return parse_scenario(data, "bench_engine")
+
+
+SPECULATION = {"method": "eagle", "draft_tokens": 3, "acceptance": 0.7, "head_vocab": 128_256}
+
+
+def with_features(data: dict, workload: str, features: str = "both") -> None:
+    """Speculative decoding for ``workload`` (``features`` "both" or "spec"), and its pool
+    split into a prefill pool (a quarter of the replicas, at least one) and a decode pool
+    (the rest, at least one) ("both" or "split")."""
+    if features in ("both", "spec"):
+        data["workloads"][workload]["speculation"] = dict(SPECULATION)
+    if features == "spec":
+        return
+    pools = data["fleets"][0]["pools"]
+    i = next(j for j, p in enumerate(pools) if p["serves"] == [workload])
+    pool = pools[i]
+    prefill = max(1, pool["replicas"] // 4)
+    sides = [{**pool, "name": f"{pool['name']}-{side}", "serves": [f"{workload}:{side}"], "replicas": n,
+              "scaleout_fabric": "ib-ndr-400"}
+             for side, n in (("prefill", prefill), ("decode", max(1, pool["replicas"] - prefill)))]
+    pools[i:i + 1] = sides
 
 
 def _rss_now_kb() -> int:
@@ -132,14 +164,14 @@ def _status_counts(run) -> dict[str, int]:
 
 
 def main_case(args) -> dict:
-    scenario = build_scenario(args.duration_s, args.rate, args.replicas, args.mode)
+    scenario = build_scenario(args.duration_s, args.rate, args.replicas, args.mode, features=args.features)
     demand = generate_demand(scenario)
     n = sum(len(d) for d in demand.values())
     gc.collect()
     rss_before = _rss_now_kb()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = simulate(scenario, 0, demand=demand)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     gc.collect()
     rss_after = _rss_now_kb()
     counts = _status_counts(run)
@@ -151,6 +183,8 @@ def main_case(args) -> dict:
         "mode": args.mode,
         "requests": n,
         "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_us_per_request": cpu / n * 1e6,
         "requests_per_wall_s": n / wall,
         "events": run.events,
         "events_per_request": run.events / n,
@@ -174,7 +208,8 @@ def output_length_case(args) -> dict:
     duration = 60.0 if args.quick else 600.0
     out = {"duration_s": duration, "rate_per_s": args.rate, "replicas": args.replicas, "mode": args.mode}
     for length in (50, 1000):
-        scenario = build_scenario(duration, args.rate, args.replicas, args.mode, output_tokens=length)
+        scenario = build_scenario(duration, args.rate, args.replicas, args.mode, output_tokens=length,
+                                  features=args.features)
         demand = generate_demand(scenario)  # same seed + workload name: same arrivals and prompts
         n = sum(len(d) for d in demand.values())
         t0 = time.perf_counter()
@@ -210,6 +245,7 @@ def _print(main: dict, lengths: dict) -> None:
         ("status", " / ".join(f"{k} {v:,}" for k, v in main["status"].items()), ok(main["stable"])),
         ("simulated end (s)", f"{main['end_s']:.1f}", ""),
         ("wall seconds (simulate)", f"{main['wall_s']:.2f}", ""),
+        ("CPU us per request (simulate)", f"{main['cpu_us_per_request']:.1f}", "(a shared machine: CPU time)"),
         (
             "requests per wall-second",
             f"{main['requests_per_wall_s']:,.0f}",
@@ -250,6 +286,8 @@ def parse_args(argv=None):
     p.add_argument("--mode", choices=("fast", "exact"), default="fast", help="engine mode")
     p.add_argument("--quick", action="store_true", help="short runs (main 120 s, length case 60 s)")
     p.add_argument("--save", action="store_true", help=f"write the figures to {RESULTS_JSON.relative_to(REPO)}")
+    p.add_argument("--features", nargs="?", const="both", default=None, choices=("both", "spec", "split"),
+                   help="speculative decoding (EAGLE k=3) and/or a prefill/decode split of the pool (issue 25)")
     args = p.parse_args(argv)
     if args.quick and args.duration_s == 3600.0:
         args.duration_s = 120.0

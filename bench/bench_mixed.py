@@ -3,12 +3,15 @@ pipelines and branching search with a verifier, in one fleet, at least 100k requ
 
 Usage (from the repository root)::
 
-    python bench/bench_mixed.py [--duration-s 1250] [--scale 1.0] [--quick]
+    python bench/bench_mixed.py [--duration-s 1250] [--scale 1.0] [--quick] [--features]
 
-Prints requests simulated, wall seconds, requests per wall-second, SimPy events per
+Prints requests simulated, wall seconds, CPU microseconds per request, requests per wall-second, SimPy events per
 request and per denoising sample-step, then events per request of the image workload at
 20 and at 200 denoising steps: diffusion steps advance in one timeout while a batch is
 unchanged, so events per request must not grow with the number of steps.
+
+``--features``: the chat workload speculates and is split into prefill and decode pools
+(``bench_engine.with_features``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from sim.engine.core import simulate  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
 
 
-def build_scenario(duration_s: float, scale: float):
+def build_scenario(duration_s: float, scale: float, features: str | None = None):
     def rate(r: float) -> dict:
         return {"kind": "poisson", "rate_per_s": r * scale}
 
@@ -57,6 +60,10 @@ def build_scenario(duration_s: float, scale: float):
             {"name": "verify", "accelerator": "mi300x", "serves": ["search:verify"], "replicas": 1, "max_batch": 64},
         ]}],
     }
+    if features:
+        from bench_engine import with_features
+
+        with_features(data, "chat", features)
     return parse_scenario(data, "bench_mixed")
 
 
@@ -65,13 +72,15 @@ def main(argv=None) -> int:
     p.add_argument("--duration-s", type=float, default=1250.0)
     p.add_argument("--scale", type=float, default=1.0, help="multiply every rate and pool size")
     p.add_argument("--quick", action="store_true", help="120 s instead of the full run")
+    p.add_argument("--features", nargs="?", const="both", default=None, choices=("both", "spec", "split"),
+                   help="speculation and/or a prefill/decode split of the chat pool")
     args = p.parse_args(argv)
-    scenario = build_scenario(120.0 if args.quick else args.duration_s, args.scale)
+    scenario = build_scenario(120.0 if args.quick else args.duration_s, args.scale, args.features)
     demand = generate_demand(scenario)
     n = sum(len(d) for d in demand.values())
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = simulate(scenario, 0, demand=demand)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     req = run.requests
     sample_steps = int(req["sample_steps"].sum())
     print(f"mixed: {scenario.duration_s:.0f} s, AR + diffusion LM + image pipeline + search with verifier")
@@ -79,6 +88,7 @@ def main(argv=None) -> int:
     print(f"  by workload                 {', '.join(f'{k} {len(v):,}' for k, v in demand.items())}")
     print(f"  status                      {req['status'].value_counts().to_dict()}")
     print(f"  wall seconds (simulate)     {wall:>12.2f}")
+    print(f"  CPU us per request          {cpu / n * 1e6:>12.1f}")
     print(f"  requests per wall-second    {n / wall:>12,.0f}")
     print(f"  SimPy events per request    {run.events / n:>12.2f}")
     print(f"  denoising sample-steps      {sample_steps:>12,}")

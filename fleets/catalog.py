@@ -28,7 +28,13 @@ MODEL_KINDS = ("autoregressive", "diffusion_lm", "image_diffusion", "video_diffu
                "text_encoder", "vae_decoder", "safety_checker")
 # Kinds whose rows name a compound pipeline (text encoders -> denoiser -> safety -> VAE).
 PIPELINE_KINDS = ("image_diffusion", "video_diffusion")
-MEMORY_KINDS = ("hbm", "sram")
+# Memory technologies: HBM stacks, on-chip SRAM (wafer/LPU machines, sim.models.sram), and GDDR
+# boards (L4, L40S, RTX PRO 6000, Arc Pro B60); only "sram" changes the perf model.
+MEMORY_KINDS = ("hbm", "sram", "gddr")
+# Attention windows of a model's local layers: "sliding" (each query sees the last W tokens,
+# gpt-oss: W = 128 on every other layer) or "chunked" (each query sees the earlier tokens of
+# its own W-token chunk, Llama 4: W = 8192 on 3 of every 4 layers).
+LOCAL_ATTENTION_KINDS = ("sliding", "chunked")
 STATUS_WORDS = ("verified", "secondary", "unverified", "derived", "assumed")
 # Status of a row's efficiency factors (``efficiency_status``): fitted on its own measured
 # points, transferred from other chips by a stated rule, or taken from the spec alone.
@@ -86,13 +92,17 @@ class Accelerator:
     server cost, to be added only when ``price_includes_server`` is false (see
     :func:`sim.models.economics.pool_costs`).  The scale-up fields (bandwidth, latency α0,
     latency per doubling of the group α1, bus efficiency η_bus) and the scale-out ones feed
-    the collective costs of :mod:`sim.models.parallelism`.  ``compute_efficiency`` /
-    ``bandwidth_efficiency`` are the achievable fractions of peak (eta_c, eta_m) and
-    ``iteration_overhead_s`` the fixed time of every iteration, all fitted or transferred
-    by ``dcsim validate`` (``efficiency_status``: calibrated / transferred / spec-only);
-    ``efficiency_band_pct`` is the ± uncertainty (%) of a transferred row from the
-    leave-one-accelerator-out residuals (None for a calibrated row).  Sources: the
-    ``*_source`` fields.
+    the collective costs of :mod:`sim.models.parallelism` (``scaleup_fabric`` names the
+    fabric whose measured figures they are).  ``compute_efficiency`` /
+    ``bandwidth_efficiency`` are the achievable fractions of peak (eta_c of dense
+    transformer GEMMs, eta_m) and ``iteration_overhead_s`` the fixed time of every
+    iteration, all fitted or transferred by ``dcsim validate`` (``efficiency_status``:
+    calibrated / transferred / spec-only); the ``*_efficiency_factor`` fields scale eta_c
+    for a kernel class or precision (mixture-of-experts GEMMs, diffusion UNets/DiTs and
+    VAEs, fp4 math: :func:`sim.models.perf.compute_efficiency`), fitted across chips;
+    ``efficiency_band_pct`` is the ± uncertainty (%) of a prediction on this chip from
+    the leave-one-accelerator-out residuals (its own held-out points when it has them,
+    else the other chips'; None: not computed).  Sources: the ``*_source`` fields.
     """
 
     key: str
@@ -122,7 +132,7 @@ class Accelerator:
     iteration_overhead_s: float
     efficiency_band_pct: float | None
     rack_power_budget_w: float
-    sram_layer_latency_s_per_sqrt_gb: float | None
+    sram_layer_latency_s: float | None  # fixed latency of one layer on an SRAM part (sim.models.sram)
     sram_hop_latency_s: float | None
     status: str
     spec_source: str
@@ -135,6 +145,10 @@ class Accelerator:
     efficiency_status: str
     efficiency_source: str
     assumptions: str
+    scaleup_fabric: str = ""  # key of sim.models.parallelism.FABRICS its collective figures come from
+    moe_efficiency_factor: float = 1.0  # x compute_efficiency for mixture-of-experts models
+    diffusion_efficiency_factor: float = 1.0  # x compute_efficiency for denoisers and VAE decoders
+    fp4_efficiency_factor: float = 1.0  # x compute_efficiency for math at fp4
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -219,6 +233,13 @@ class Model:
     attention_flops_fraction: float | None = None
     moe_layers: int | None = None  # layers with routed experts (MoE); None: all of them
     kv_values_per_token_layer: int | None = None  # cached values per token per layer if not 2·kv_heads·head_dim (MLA)
+    local_attention_layers: int | None = None  # layers whose attention is bounded by a window or chunk
+    local_attention_tokens: int | None = None  # that window (sliding) or chunk (chunked), tokens
+    local_attention_kind: str = ""  # "sliding" | "chunked" | "" (LOCAL_ATTENTION_KINDS)
+    attention_sinks: bool = False  # one learned sink logit per head and layer (gpt-oss): no KV, no matmul
+    expert_bits_per_param: float | None = None  # routed-expert weights' storage width fixed by the checkpoint
+    mla_kv_rank: int | None = None  # multi-head latent attention: compressed KV width (DeepSeek-V3: 512)
+    mla_rope_dim: int | None = None  # MLA: decoupled RoPE key width (DeepSeek-V3: 64)
 
     def flops_per_step_at(self, tokens: float) -> float:
         """FLOP per sample per forward at ``tokens`` latent tokens (no CFG).
@@ -234,18 +255,28 @@ class Model:
         return self.flops_per_step * ((1.0 - a) * r + a * r * r)
 
     def weight_bytes(self, precision: str) -> float:
-        """Bytes of all weights (every expert for MoE) at ``precision``.
+        """Bytes of all weights (every expert for MoE) at ``precision``; routed experts at
+        :meth:`expert_bytes_per_param` when the checkpoint fixes their width (gpt-oss-120b
+        at bf16: 2.17B x 2 B + 114.66B x 0.53125 B = 65.2 GB, the checkpoint's size).
 
         Raises UserError for a precision outside :data:`PRECISIONS`.
         """
         check_precision(precision, f"model '{self.key}'")
+        if self.is_moe and self.expert_bits_per_param:
+            return self.shared_weight_bytes(precision) + self.n_experts * self.expert_weight_bytes(precision)
         return self.params * BYTES_PER_PARAM[precision]
 
     def kv_bytes_per_token(self, precision: str) -> float:
-        """KV-cache bytes per token: 2 (K and V) x layers x kv_heads x head_dim x bytes, or
-        layers x ``kv_values_per_token_layer`` x bytes when set (multi-head latent attention
-        caches one compressed latent plus a RoPE key per token and layer: 512 + 64 values
-        for DeepSeek-V3).
+        """KV-cache bytes per token of context, over the layers whose cache grows with the
+        context: 2 (K and V) x kv_heads x head_dim x bytes per layer, or
+        ``kv_values_per_token_layer`` x bytes when set (multi-head latent attention caches
+        one compressed latent plus a RoPE key per token and layer: 512 + 64 values for
+        DeepSeek-V3), times :attr:`context_attention_layers`.
+
+        Sliding-window layers hold at most their window per sequence: that bounded part is
+        :meth:`kv_bytes_per_sequence`, not counted here.  Chunked layers (Llama 4) are
+        counted here as if global: exact while a context fits one chunk (8,192 tokens),
+        an upper bound beyond it (:meth:`kv_bytes_at_context` is exact).
 
         The KV cache is stored at ``precision``.  0 for models without a KV cache (image
         and video diffusion, verifiers: no ``kv_heads``).  For a diffusion LM it is the
@@ -253,11 +284,101 @@ class Model:
         precision.
         """
         check_precision(precision, f"model '{self.key}'")
-        if self.kind not in ("autoregressive", "diffusion_lm") or not self.kv_heads:
+        if not self._has_kv_cache:
             return 0.0
-        if self.kv_values_per_token_layer:
-            return float(self.layers * self.kv_values_per_token_layer * BYTES_PER_PARAM[precision])
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * BYTES_PER_PARAM[precision]
+        return float(self.context_attention_layers * self._kv_values_per_layer * BYTES_PER_PARAM[precision])
+
+    def kv_bytes_per_sequence(self, precision: str) -> float:
+        """KV-cache bytes each sequence holds in its sliding-window layers once its context
+        reaches the window: ``local_attention_layers`` x window x values per layer x bytes
+        (gpt-oss-120b at bf16: 18 x 128 x 1024 x 2 B = 4.72 MB); 0 without sliding layers.
+        Exact for contexts >= the window, an upper bound below it.  Raises UserError for an
+        unknown precision."""
+        check_precision(precision, f"model '{self.key}'")
+        if not self._has_kv_cache or self.local_attention_kind != "sliding":
+            return 0.0
+        return float(self.window_attention_layers * self.local_attention_tokens * self._kv_values_per_layer
+                     * BYTES_PER_PARAM[precision])
+
+    def kv_bytes_at_context(self, context_tokens: int, precision: str) -> float:
+        """Exact KV-cache bytes of one sequence of ``context_tokens`` tokens: global layers
+        hold every token, sliding layers min(c, W), chunked layers the tokens of the current
+        chunk ((c - 1) mod W + 1).  Raises UserError for an unknown precision."""
+        check_precision(precision, f"model '{self.key}'")
+        if not self._has_kv_cache or context_tokens <= 0:
+            return 0.0
+        return float(self._held_tokens(context_tokens) * self._kv_values_per_layer * BYTES_PER_PARAM[precision])
+
+    def decode_attention_pairs(self, context_tokens: int) -> int:
+        """(query, key) pairs summed over layers when one new token attends to a context of
+        ``context_tokens`` tokens (itself included): the tokens each layer holds
+        (:meth:`kv_bytes_at_context`'s rule), exact per layer kind."""
+        return self._held_tokens(context_tokens) if context_tokens > 0 else 0
+
+    def _held_tokens(self, c: int) -> int:
+        """Σ over layers of the tokens a layer holds at context c."""
+        local, window = self.local_attention_layers or 0, self.local_attention_tokens or 0
+        held = (self.layers - local) * c
+        if self.local_attention_kind == "sliding":
+            held += local * min(c, window)
+        elif self.local_attention_kind == "chunked":
+            held += local * ((c - 1) % window + 1)
+        return held
+
+    @property
+    def _has_kv_cache(self) -> bool:
+        return self.kind in ("autoregressive", "diffusion_lm") and bool(self.kv_heads)
+
+    @property
+    def _kv_values_per_layer(self) -> int:
+        return self.kv_values_per_token_layer or 2 * self.kv_heads * self.head_dim
+
+    @property
+    def window_attention_layers(self) -> int:
+        """Sliding-window layers (their KV and attention are bounded per sequence); 0 when none."""
+        return (self.local_attention_layers or 0) if self.local_attention_kind == "sliding" else 0
+
+    @property
+    def context_attention_layers(self) -> int:
+        """Layers whose KV and attention dcsim's linear cost grows with the whole context:
+        global layers plus chunked layers (counted as global; see :meth:`kv_bytes_per_token`)."""
+        return (self.layers or 0) - self.window_attention_layers
+
+    def attention_flops_per_pair_layer(self, decode: bool) -> float:
+        """FLOP of one (query, key) pair in one layer: QKᵀ and AV over every head, 2 FLOP per
+        multiply-add, 2 x heads x (d_qk + d_v).  Standard attention: d_qk = d_v = head_dim,
+        4 x heads x head_dim.  Multi-head latent attention (``mla_kv_rank`` set): prefill
+        runs the naive form, d_qk = head_dim + rope, d_v = head_dim (DeepSeek-V3: 2 x 128 x
+        (192 + 128) = 81,920); decode runs the weight-absorbed form over the cached latent,
+        d_qk = rank + rope, d_v = rank (2 x 128 x (576 + 512) = 278,528), as FlashMLA and
+        FlashInfer do (FlashMLA docs/20250422-new-kernel-deep-dive.md: FLOPs = 2 h_q s_q s_k
+        (d_k + d_v)).  Attention sinks (gpt-oss) add one logit per head, no matmul: 0 here."""
+        heads, head_dim = self.heads or 0, self.head_dim or 0
+        if self.mla_kv_rank:
+            rope = self.mla_rope_dim or 0
+            if decode:
+                return 2.0 * heads * (self.mla_kv_rank + rope + self.mla_kv_rank)
+            return 2.0 * heads * (head_dim + rope + head_dim)
+        return 4.0 * heads * head_dim
+
+    def expert_bytes_per_param(self, precision: str) -> float:
+        """Bytes per routed-expert parameter at ``precision``: the precision's bytes, or the
+        checkpoint's narrower ``expert_bits_per_param`` / 8 when set (gpt-oss MXFP4: 4-bit
+        E2M1 values in blocks of 32 with one 8-bit scale, 4.25 bits = 0.53125 B, kept under
+        BF16 or FP8 math: W4A16 on Hopper, W4A8 on Blackwell)."""
+        full = BYTES_PER_PARAM[check_precision(precision, f"model '{self.key}'")]
+        return min(full, self.expert_bits_per_param / 8.0) if self.expert_bits_per_param else full
+
+    def shared_weight_bytes(self, precision: str) -> float:
+        """Bytes of the weights outside the routed experts at ``precision`` (all of them for
+        a dense model)."""
+        return self.shared_params * BYTES_PER_PARAM[check_precision(precision, f"model '{self.key}'")]
+
+    def expert_weight_bytes(self, precision: str) -> float:
+        """Bytes of one routed expert across its layers (0 for a dense model)."""
+        if not self.is_moe:
+            return 0.0
+        return self.expert_params * self.expert_bytes_per_param(precision)
 
     @property
     def is_moe(self) -> bool:
@@ -296,7 +417,7 @@ class Catalog:
 
     def band_pct(self, keys) -> float | None:
         """Uncertainty band (±%) of a prediction on accelerators ``keys`` (see
-        :func:`perf_band`); None when every one is calibrated.  Unknown keys raise UserError."""
+        :func:`perf_band`); None when none of them has a band.  Unknown keys raise UserError."""
         band = perf_band(self.accelerators, keys)
         return None if band is None else band[0]
 
@@ -336,11 +457,11 @@ class Catalog:
 
 
 def perf_band(accelerators: dict, keys) -> tuple[float, list[str]] | None:
-    """The one perf-band rule: a prediction on accelerators ``keys`` (a fleet's) is as
-    uncertain as its least certain chip, so its band (±%) is the widest
-    ``efficiency_band_pct`` among them. Returns (band, the keys whose efficiency was
-    transferred, in first-seen order), or None when every one is calibrated.
-    ``accelerators``: the catalog's, by key; unknown keys raise UserError."""
+    """The one perf-band rule: a prediction on accelerators ``keys`` (one pool's, or the
+    pools that serve a workload) is as uncertain as its least certain chip, so its band
+    (±%) is the widest ``efficiency_band_pct`` among them. Returns (band, the keys that
+    have a band, in first-seen order), or None when none has one. ``accelerators``: the
+    catalog's, by key; unknown keys raise UserError."""
     keys = list(dict.fromkeys(keys))
     moved = [k for k in keys if _lookup(accelerators, k, "accelerator", "").efficiency_band_pct is not None]
     return (max(accelerators[k].efficiency_band_pct for k in moved), moved) if moved else None

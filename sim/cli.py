@@ -44,7 +44,15 @@ def _startup_signal(signum, frame) -> None:
     os._exit(128 + signum)
 
 
-if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "dcsim":
+def _in_worker() -> bool:
+    """Whether this is a worker process spawned by dcsim (a sweep's or cells' process
+    pool, a Dask worker): it inherits the parent's argv, and must not say "interrupted"
+    when the parent stops it (e.g. after a disk-full error the parent reports)."""
+    mp = sys.modules.get("multiprocessing")
+    return mp is not None and mp.current_process().name != "MainProcess"
+
+
+if (__name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "dcsim") and not _in_worker():
     sys.excepthook = _interrupt_hook
     signal.signal(signal.SIGTERM, _startup_signal)  # main() installs its own handlers
 
@@ -106,6 +114,10 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 
+FORCE = typer.Option(False, "--force", help="write even where dcsim did not write before (a directory holding other "
+                     "files, an existing file that is not dcsim's output)")
+
+
 def note(message: str, quiet: bool = False) -> None:
     """A diagnostic line on stderr (never stdout, which carries results)."""
     if not quiet:
@@ -117,26 +129,29 @@ def note(message: str, quiet: bool = False) -> None:
 def apply_overrides(
     scenario: Scenario, source: str, trace: Optional[Path], seed: Optional[int], duration_s: Optional[float]
 ) -> Scenario:
-    """The scenario with command-line overrides, validated again through the schema.
+    """The scenario with command-line overrides set in its document and validated once
+    (:mod:`sim.overrides`): a trace replay keeps its own lengths, and an override equal
+    to the file's value changes nothing.
 
     Raises:
         ScenarioError: an override makes the scenario invalid (e.g. duration <= warmup).
         UserError: ``--trace`` given but no workload replays a trace.
     """
+    from sim.overrides import override
+
     if trace is None and seed is None and duration_s is None:
         return scenario
-    data = scenario.model_dump(mode="json")
+    changes: list[tuple[str, object]] = []
     if trace is not None:
-        replaying = [n for n, w in data["workloads"].items() if w["arrival"]["kind"] == "trace"]
+        replaying = [n for n, w in scenario.workloads.items() if w.arrival.kind == "trace"]
         if not replaying:
             raise UserError(f"--trace {trace}: no workload in {source} has an arrival of kind 'trace' to replace")
-        for name in replaying:
-            data["workloads"][name]["arrival"]["path"] = str(trace)
+        changes += [(("workloads", name, "arrival", "path"), str(trace)) for name in replaying]
     if seed is not None:
-        data["seed"] = seed
+        changes.append(("seed", seed))
     if duration_s is not None:
-        data["duration_s"] = duration_s
-    return parse_scenario(data, f"{source} (with command-line overrides)")
+        changes.append(("duration_s", duration_s))
+    return override(scenario, changes, f"{source} (with command-line overrides)")
 
 
 @app.command()
@@ -151,22 +166,25 @@ def run(
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each fleet's load headroom by re-simulation"),
     cells: Optional[int] = typer.Option(None, "--cells", metavar="N", help="split every fleet into N identical cells, each with its own router and 1/N of the demand, and merge them (see docs/scale.md, 'Cells')"),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="with --cells: run the cells on this Dask scheduler, or 'local' for a LocalCluster"),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="with --cells: worker processes (default: cores)"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1024, metavar="N", help="with --cells: worker processes, 1..1024 (default: cores)"),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
+    force: bool = FORCE,
 ) -> None:
     """Simulate every fleet of SCENARIO on the same demand and print the comparison."""
-    from sim.results.export import check_replaceable, check_writable, write_results
+    from sim.results.export import RESULT_NAMES, check_writable, write_results
+    from sim.results.outputs import output_dir, output_file, planner_signature
     from sim.results.progress import progress_bars
-    from sim.results.report_text import run_report
+    from sim.results.report_text import run_report, text_width
     from sim.results.tables import run_scenario
 
     with user_errors():
         _use_overlay(catalog_overlay)
         scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), trace, seed, duration_s)
         if out is not None:
+            out = output_dir(out, "--out", force=force, replace_files=RESULT_NAMES)
             check_writable(out, "--out")
-            check_replaceable(out.absolute())
         if planner is not None:
+            planner = output_file(planner, "--planner", force=force, signature=planner_signature)
             check_writable(planner, "--planner", directory=False)
         started = time.perf_counter()
         if cells is not None:
@@ -180,10 +198,10 @@ def run(
                 results = run_scenario(scenario, progress=bars)
         note(f"simulated {len(scenario.fleets)} fleet(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         if out is not None:
-            note(f"wrote {write_results(results, out)}", quiet)
+            note(f"wrote {write_results(results, out, force=force)}", quiet)
         if planner is not None:
             note(f"wrote {write_run_planner(results, planner, headroom, out)}", quiet)
-    typer.echo(run_report(results), nl=False)
+    typer.echo(run_report(results, text_width()), nl=False)
 
 
 def _run_cells(scenario: Scenario, cells: int, dask: Optional[str], workers: Optional[int]):
@@ -252,14 +270,16 @@ def sweep(
     sweep_path: Path = typer.Argument(..., metavar="SWEEP", help="sweep YAML file (base scenario, grid, fleets, seeds)"),
     out: Path = typer.Option(..., "--out", metavar="DIR", help="results directory; a rerun resumes it"),
     dask: Optional[str] = typer.Option(None, "--dask", metavar="ADDRESS", help="'local' (start a LocalCluster) or tcp://HOST:PORT of a Dask scheduler"),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local processes or LocalCluster workers (default: cores; 2 with --dask local); 1 runs in this process"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1024, help="local processes or LocalCluster workers, 1..1024 (default: cores; 2 with --dask local); 1 runs in this process"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 if any point failed"),
     planner: Optional[Path] = typer.Option(None, "--planner", metavar="FILE", help="also write the planner CSV (per point × fleet, with headroom) to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="with --planner: find each point's load headroom by re-simulation"),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
+    force: bool = FORCE,
 ) -> None:
     """Run a grid of scenario fields × fleets × seeds; write tidy tables to DIR."""
     from sim.results.export import check_writable
+    from sim.results.outputs import output_dir, output_file, planner_signature
     from sim.studies.sweep import check_dask_address, run_sweep
     from sim.studies.sweep_spec import load_sweep
 
@@ -268,10 +288,13 @@ def sweep(
         if dask is not None:
             check_dask_address(dask)
         spec = load_sweep(sweep_path)
+        out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         if planner is not None:
+            planner = output_file(planner, "--planner", force=force, signature=planner_signature)
             check_writable(planner, "--planner", directory=False)
-        note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {len(spec.seeds)} seed(s))")
+        seeds = f"{len(spec.seeds)} seed(s)" if spec.seeds else "the grid's seeds"
+        note(f"{len(spec.points)} points ({_grid_size(spec)} grid values × {len(spec.fleets)} fleet(s) × {seeds})")
         report = run_sweep(spec, out, workers=workers, dask=dask, headroom=planner is not None and headroom)
         rate = report.ran / report.wall_s * 60 if report.wall_s > 0 and report.ran else 0.0
         note(f"ran {report.ran} point(s), skipped {report.skipped} already done, in {report.wall_s:.1f} s ({rate:.0f} points/minute)")
@@ -281,7 +304,7 @@ def sweep(
     from sim.studies.sweep_report import sweep_text
 
     typer.echo(sweep_text(report.table, spec.swept_fields), nl=False)
-    _report_failures(report.failures, strict)
+    _report_failures(report.failures, strict, every=report.table.empty and len(spec.points) > 0)
 
 
 def _grid_size(spec) -> int:
@@ -291,7 +314,9 @@ def _grid_size(spec) -> int:
     return size
 
 
-def _report_failures(failures, strict: bool) -> None:
+def _report_failures(failures, strict: bool, every: bool = False) -> None:
+    """Notes on the failed points; exit 1 with ``--strict`` if any failed, or when every
+    point failed (there is no result at all)."""
     if failures.empty:
         return
     note(f"{len(failures)} point(s) failed (details in failures.csv):")
@@ -300,7 +325,9 @@ def _report_failures(failures, strict: bool) -> None:
         note(f"  {f['point_id']} fleet {f['fleet']} seed {f['seed']} {f['overrides']}: {first}")
     if len(failures) > 10:
         note(f"  ... and {len(failures) - 10} more")
-    if strict:
+    if every:
+        note("every point failed: the sweep has no result")
+    if strict or every:
         raise typer.Exit(1)
 
 
@@ -316,11 +343,14 @@ def export(
     directory: Path = typer.Argument(..., metavar="DIR", help="a result directory from 'run --out' or 'sweep --out'"),
     planner: Path = typer.Option(..., "--planner", metavar="FILE", help="write the planner CSV to FILE"),
     headroom: bool = typer.Option(True, "--headroom/--no-headroom", help="find load headroom by re-simulation when DIR lacks it"),
+    force: bool = FORCE,
 ) -> None:
     """Write the planner CSV (one row per fleet, or per sweep point × fleet) from DIR."""
     from sim.results.export import check_writable
+    from sim.results.outputs import output_file, planner_signature
 
     with user_errors():
+        planner = output_file(planner, "--planner", force=force, signature=planner_signature)
         check_writable(planner, "--planner", directory=False)
         note(f"wrote {write_dir_planner(directory, planner, headroom)}")
 
@@ -336,12 +366,14 @@ def plan(
         help="plan fitted demand (arrival kind: fitted) N weeks ahead; overrides the file's horizon_weeks",
     ),
     catalog_overlay: Optional[Path] = typer.Option(None, "--catalog", metavar="OVERLAY", help="accelerator overlay CSV (dcsim calibrate --out) laid over the shipped catalog"),
+    force: bool = FORCE,
 ) -> None:
     """Find the cheapest fleet whose simulated SLO attainment meets every target."""
     from sim.studies.planner import load_plan, run_plan, write_plan
     from sim.studies.planner_report import plan_text
 
     from sim.results.export import check_writable
+    from sim.results.outputs import output_dir, output_file, planner_signature
 
     with user_errors():
         _use_overlay(catalog_overlay)
@@ -349,8 +381,10 @@ def plan(
         if horizon_weeks is not None:
             spec = spec.model_copy(update={"horizon_weeks": horizon_weeks})
         if out is not None:
-            check_writable(out, "--out")
+            out = output_dir(out, "--out", force=force)
+            check_writable(out, "--out", replace=False)
         if planner is not None:
+            planner = output_file(planner, "--planner", force=force, signature=planner_signature)
             check_writable(planner, "--planner", directory=False)
         started = time.perf_counter()
         result = run_plan(spec, log=None if quiet else note)
@@ -368,40 +402,49 @@ def plan(
 def report(
     directory: Path = typer.Argument(..., metavar="DIR", help="a 'run --out' or 'sweep --out' directory"),
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE.html", help="where to write (default: DIR.html beside DIR)"),
+    force: bool = FORCE,
 ) -> None:
     """Turn a run or sweep output directory into one self-contained HTML file."""
     from sim.results.report_html import write_report
 
     with user_errors():
-        path = write_report(directory, out)
+        path = write_report(directory, out, force=force)
     note(f"wrote {path}")
 
 
 # --- validate (sim.studies.validate) ---------------------------------------------------------
 
-DEFAULT_CALIBRATION_DATA = Path(__file__).resolve().parents[1] / "fleets" / "data" / "reference" / "calibration_points.csv"
-"""MLPerf Inference v4.0/v4.1 points shipped with dcsim (fleets/data/reference/NOTICE.md)."""
+REFERENCE_DATA = Path(__file__).resolve().parents[1] / "fleets" / "data" / "reference"
+DEFAULT_CALIBRATION_DATA = (REFERENCE_DATA / "calibration_points_with_precision.csv",
+                            REFERENCE_DATA / "mlperf_v5.1_points.csv",
+                            REFERENCE_DATA / "trtllm_perf_overview.csv")
+"""MLPerf Inference v4.0/v4.1 (with each row's precision) and v5.1 points and the TensorRT-LLM
+max-throughput table shipped with dcsim (fleets/data/reference/NOTICE.md)."""
 
 
 @app.command()
 def validate(
     out: Path = typer.Option(..., "--out", metavar="DIR", help="write validation.csv, fitted_factors.csv, loao.csv, unexpressed.csv, summary.csv and validation.png to DIR"),
-    data: Path = typer.Option(DEFAULT_CALIBRATION_DATA, "--data", "--points", metavar="PATH", help="MLPerf results CSV (v4.x/v5.x format; extra columns ignored)"),
+    data: Optional[list[Path]] = typer.Option(None, "--data", "--points", metavar="PATH", help="results CSV (MLPerf v4.x/v5.x format; extra columns ignored); repeat for several; default: the shipped MLPerf v4.x + v5.1 points and TensorRT-LLM table"),
     fit: bool = typer.Option(True, "--fit/--no-fit", help="--no-fit: predict every row with the shipped catalog (no fit, no cross-validation)"),
-    server: bool = typer.Option(True, "--server/--no-server", help="also predict Server points (exact-engine bisection; slower)"),
+    server: bool = typer.Option(True, "--server/--no-server", help="also predict Server and Interactive points (exact-engine bisection; slower)"),
+    compare_rules: bool = typer.Option(False, "--compare-rules", help="also cross-validate the pooled transfer rule (ignore the vendor)"),
     update_catalog: bool = typer.Option(False, "--update-catalog", help="also write the fitted and transferred factors into fleets/data/accelerators.csv"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    force: bool = FORCE,
 ) -> None:
-    """Fit the efficiency model on MLPerf Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip."""
+    """Fit the efficiency model on MLPerf and vendor Offline results, cross-validate it leave-one-accelerator-out, transfer it to every chip, band every chip."""
     from sim.studies.validate import validate as run_validation
     from sim.studies.validate_report import summary_text, update_catalog as write_catalog, write_outputs
 
     from sim.results.export import check_writable
+    from sim.results.outputs import output_dir
 
     with user_errors():
+        out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         started = time.perf_counter()
-        result = run_validation(data, fit=fit, server=server)
+        result = run_validation(list(data or DEFAULT_CALIBRATION_DATA), fit=fit, server=server, compare_rules=compare_rules)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         for path in write_outputs(result, out):
             note(f"wrote {path}", quiet)
@@ -424,12 +467,17 @@ def calibrate(
     points: Path = typer.Argument(..., metavar="POINTS", help="your measurements, in the MLPerf results CSV format (extra columns ignored)"),
     out: Path = typer.Option(..., "--out", metavar="OVERLAY", help="write the fitted accelerator rows (an overlay for --catalog) to this CSV"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no notes on stderr"),
+    force: bool = FORCE,
 ) -> None:
     """Fit eta_c, eta_m (and the shared t_0) of the accelerators in POINTS; write a catalog overlay."""
+    from sim.results.export import check_writable
+    from sim.results.outputs import output_file, overlay_signature
     from sim.studies.validate import calibrate_overlay
     from sim.studies.validate_report import write_overlay
 
     with user_errors():
+        out = output_file(out, "--out", force=force, signature=overlay_signature)
+        check_writable(out, "--out", directory=False)
         table, text = calibrate_overlay(points)
         note(f"wrote {write_overlay(table, out)}", quiet)
     typer.echo(text, nl=False)

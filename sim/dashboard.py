@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from sim.errors import ScenarioError, UserError
+from sim.overrides import document
 from sim.scenario import Scenario, parse_scenario
 from sim.workloads import KINDS, kind_of
 
@@ -57,16 +58,24 @@ def run_scenarios(directory: Path = SCENARIO_DIR) -> dict[str, Path]:
     return found
 
 
-def read_scenario_text(text: str, source: str) -> dict:
-    """A scenario mapping from uploaded YAML text, validated.
+def read_scenario_text(raw: bytes | str, source: str) -> dict:
+    """A scenario mapping from an uploaded file's bytes (or text), through the same
+    strict door as a scenario file (:mod:`sim.loader`: UTF-8 only, size, nesting and
+    duplicate keys bounded, YAML 1.2 scalars, no content of an unparsable file in the
+    message), validated.
 
     Raises:
-        ScenarioError: YAML syntax error, not a mapping, or an invalid scenario."""
+        ScenarioError: not UTF-8 text, YAML error, not a scenario, or an invalid scenario."""
+    from sim.inputs import InputError, decode_upload
+    from sim.loader import check_file_kind, parse_yaml
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{source}: YAML syntax error: {getattr(err, 'problem', err)}") from None
-    return parse_scenario(data, source).model_dump(mode="json")
+        text = decode_upload(raw, source, "scenario") if isinstance(raw, bytes) else raw
+    except InputError as err:
+        raise ScenarioError(str(err)) from None
+    loaded = parse_yaml(text, source)
+    check_file_kind(loaded.data, source, "scenario", set(Scenario.model_fields))
+    return document(parse_scenario(loaded.data, source, loaded))
 
 
 def for_dashboard(data: dict) -> dict:
@@ -338,7 +347,7 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
     selected = values.get("fleets.selected", [f.name for f in scenario.fleets])
     if not selected:
         return None, {"fleets.selected": ["select at least one fleet to run"]}
-    return parse_scenario(select_fleets(edited, selected), "scenario"), {}
+    return parse_scenario(select_fleets(edited, selected), "scenario"), {}  # the edited document, validated once
 
 
 PLACEMENT_CACHE_SIZE = 64

@@ -15,6 +15,12 @@ class UserError(Exception):
     """
 
 
+class InputError(UserError):
+    """A file that cannot be read as the kind of input expected (:mod:`sim.inputs`). The
+    message names the file, the line (and column) and what was expected, never the
+    file's content."""
+
+
 class ScenarioError(UserError):
     """A scenario file that does not parse or does not validate."""
 
@@ -24,5 +30,5 @@ class PlacementError(UserError):
     or a rack exceeds its power budget."""
 
 
-class TraceError(UserError):
+class TraceError(InputError):
     """A trace file that is missing or has a malformed row."""

@@ -10,7 +10,10 @@ the demand; the results (:mod:`sim.results`) read the plan and the run's outcome
 plan is frozen: nothing is derived from the scenario again after it.
 
 A pool serves whole workloads (``serves: [image]``) and/or single pipeline stages of
-them (``serves: [image:decode]``). A stage not placed on a pool of its own runs on the
+them (``serves: [image:decode]``). An autoregressive workload may instead be split
+(prefill/decode disaggregation): pools serving ``chat:prefill`` and pools serving
+``chat:decode`` (``PoolPlan.role``), the route naming both sets and the KV-cache link
+between every pair (:mod:`sim.models.kv_transfer`). A stage not placed on a pool of its own runs on the
 workload's main pool, co-located: that pool then holds the stage's model weights too.
 Placement checks (``fleets.placement``) cover weights + minimum KV cache + the largest
 activation footprint one request can need (e.g. ×k at a branching fork); a workload whose
@@ -29,9 +32,14 @@ from fleets.catalog_io import load_catalog
 from fleets.packing import FleetPacking, PoolShare, pack_fleet
 from fleets.placement import PoolLayout, place_pool
 from sim.errors import PlacementError
+from sim.models.parallelism import LayoutError
 from sim.models.economics import check_rentable
+from fleets.fabrics import with_fabric
+from sim.models.kv_transfer import KVEnd, KVLink, kv_link
 from sim.models.perf import PerfModel, StagePerfs
 from sim.ops_plan import OpsPlan, lora_overhead_s, ops_plan, resident_extra_bytes
+from sim.models.speculation import SpecPlan, spec_plan
+from sim.models.video_parallel import video_perfs, video_scheme
 from sim.scenario import Economics, FleetConfig, PoolConfig, Scenario, fleet_workloads, split_serves
 from sim.workloads import kind_of, picture_shape
 from sim.workloads.base import WorkloadKind
@@ -63,9 +71,12 @@ class RunWindow:
 class PoolPlan:
     """A pool laid out: placement, perf model, memory left for KV cache and activations.
 
-    ``resident_bytes`` is the weights of every model the replicas hold (the main model
-    and co-located pipeline stages); ``free_bytes`` what is left for KV cache and
-    activations; ``kv_capacity_blocks`` the KV blocks one replica holds (AR pools)."""
+    ``resident_bytes`` is the weights of every model the replicas hold (the main model,
+    co-located pipeline stages, a speculative drafter); ``free_bytes`` what is left for KV
+    cache and activations; ``kv_capacity_blocks`` the KV blocks one replica holds (AR
+    pools; a block holds the target's and the drafter's KV of its tokens). ``role``:
+    ``prefill`` or ``decode`` for a side of a split deployment, "" otherwise; ``spec``:
+    the speculative decoding its workloads run (:class:`sim.models.speculation.SpecPlan`)."""
 
     index: int
     config: PoolConfig
@@ -80,6 +91,8 @@ class PoolPlan:
     free_bytes: float = 0.0
     resident_bytes: float = 0.0
     ops: OpsPlan | None = None  # residency, autoscale, failures (sim.ops_plan); None: none set
+    role: str = ""
+    spec: SpecPlan | None = None
 
     @property
     def name(self) -> str:
@@ -90,7 +103,9 @@ class PoolPlan:
 class WorkloadRoute:
     """How one workload's arrivals enter a fleet: its index and config, its main pools
     (by index), and for a pipeline its per-sample costs and, per stage code, the pools
-    serving that stage (its own pools, else the main ones)."""
+    serving that stage (its own pools, else the main ones). A split deployment enters by
+    its prefill pools (``main``) and decodes on ``decode``; ``kv_links`` gives the KV-cache
+    link of every (prefill pool, decode pool) pair."""
 
     index: int
     name: str
@@ -100,6 +115,13 @@ class WorkloadRoute:
     shape: PictureShape | None = None
     stages: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     variants: Mapping[bool, PictureShape] = field(default_factory=dict)  # CFG off/on: per-request CFG (trace replay)
+    decode: tuple[int, ...] = ()
+    kv_links: Mapping[tuple[int, int], KVLink] = field(default_factory=dict)
+
+    @property
+    def split(self) -> bool:
+        """Prefill and decode on pools of their own."""
+        return bool(self.decode)
 
 
 @dataclass(frozen=True)
@@ -197,6 +219,8 @@ def _route(scenario: Scenario, catalog: Catalog, pools: list[PoolPlan], w: int, 
     wl = scenario.workloads[name]
     kind = kind_of(wl)
     main = tuple(p.index for p in pools if name in p.config.serves)
+    if not main and kind.split_stages:
+        return _split_route(pools, w, name, wl, kind)
     if shape is None:
         return WorkloadRoute(w, name, wl, kind, main)
     stages = {}
@@ -205,6 +229,21 @@ def _route(scenario: Scenario, catalog: Catalog, pools: list[PoolPlan], w: int, 
         stages[STAGE_CODES[stage]] = serving or main
     variants = {c: picture_shape(wl.model_copy(update={"cfg": c}), catalog) for c in (False, True)}
     return WorkloadRoute(w, name, wl, kind, main, shape, MappingProxyType(stages), MappingProxyType(variants))
+
+
+def _split_route(pools: list[PoolPlan], w: int, name: str, wl, kind) -> WorkloadRoute:
+    """The route of a workload split into prefill and decode pools, with the KV link of
+    every pair (the scenario checked that both sides exist)."""
+    prefill = tuple(p.index for p in pools if "prefill" in p.stages.get(w, ()))
+    decode = tuple(p.index for p in pools if "decode" in p.stages.get(w, ()))
+    links = {(a, b): kv_link(_kv_end(pools[a]), _kv_end(pools[b]), pools[a].perf.model, pools[a].perf.kv_precision)
+             for a in prefill for b in decode}
+    return WorkloadRoute(w, name, wl, kind, prefill, decode=decode, kv_links=MappingProxyType(links))
+
+
+def _kv_end(pool: PoolPlan) -> KVEnd:
+    cfg = pool.config
+    return KVEnd(pool.layout.accelerator, cfg.tp, cfg.pp, cfg.ep, cfg.domain)
 
 
 def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog,
@@ -276,7 +315,12 @@ def _new_pool(i: int, cfg: PoolConfig, scenario: Scenario, names: list[str], pla
             stages.setdefault(w, set()).update(own)
     main = [split_serves(e)[0] for e in cfg.serves if ":" not in e]
     family = kind_of(scenario.workloads[main[0]]).family if main else "step"
-    return PoolPlan(index=i, config=cfg, family=family, workloads=workloads, stages=stages)
+    sides = {stage for name, stage in map(split_serves, cfg.serves)
+             if stage in kind_of(scenario.workloads[name]).split_stages}
+    role = next(iter(sides), "")  # one side per pool (sim.scenario._check_split_pool)
+    if role:
+        family = kind_of(scenario.workloads[split_serves(cfg.serves[0])[0]]).family
+    return PoolPlan(index=i, config=cfg, family=family, workloads=workloads, stages=stages, role=role)
 
 
 def _pool_models(pool: PoolPlan, catalog: Catalog, where: str) -> list:
@@ -297,7 +341,7 @@ def _pool_models(pool: PoolPlan, catalog: Catalog, where: str) -> list:
 
 def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], where: str) -> None:
     cfg = pool.config
-    accelerator = catalog.accelerator(cfg.accelerator, where=f"{where}.accelerator")
+    accelerator = with_fabric(catalog.accelerator(cfg.accelerator, where=f"{where}.accelerator"), cfg.scaleout_fabric)
     models = _pool_models(pool, catalog, where)
     if not models:
         raise PlacementError(f"{where}: serves no stage that runs a model ({cfg.serves})")
@@ -307,13 +351,17 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
         extra_weights += resident_extra_bytes(cfg, main.weight_bytes(cfg.precision), main,
                                               list(pool.workloads.values()), where)
     overhead_s = cfg.iteration_overhead_s + lora_overhead_s(cfg, list(pool.workloads.values()))
+    spec = _speculation(pool, accelerator, main, catalog, where)
+    if spec is not None:
+        extra_weights += spec.draft_resident_bytes
     peak_act, worst = _peak_activation(pool, shapes, names)
+    scheme = video_scheme(cfg, main, accelerator, where)
     layout = place_pool(
         name=cfg.name,
         accelerator=accelerator,
         model=main,
         precision=cfg.precision,
-        tp=cfg.tp,
+        tp=cfg.tp * (scheme.sp if scheme else 1),  # an SP group counts as the replica's TP-sized group
         pp=cfg.pp,
         replicas=cfg.replicas,
         memory_utilization=cfg.memory_utilization,
@@ -337,6 +385,10 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
                                   cfg.kv_precision, cfg.attention_precision)
     pool.resident_bytes = layout.replica_weight_bytes + extra_weights
     pool.free_bytes = layout.replica_free_bytes - extra_weights
+    if scheme is not None:  # a video DiT: held bytes per GPU by its scheme (sim.models.video_parallel)
+        pool.perf, pool.stage_perfs, held = video_perfs(scheme, pool, perf, catalog, shapes, names, where)
+        pool.resident_bytes = held * layout.tp
+        pool.free_bytes = layout.replica_memory_bytes - pool.resident_bytes
     if peak_act > pool.free_bytes:
         name, width = worst
         raise PlacementError(
@@ -353,7 +405,38 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
             f"one request runs at once; raise max_batch"
         )
     if pool.family == "ar" and perf.kv_bytes_per_token > 0:
-        pool.kv_capacity_blocks = int(pool.free_bytes // (perf.kv_bytes_per_token * cfg.kv_block_tokens))
+        per_token = perf.kv_bytes_per_token + (spec.draft_kv_bytes_per_token if spec is not None else 0.0)
+        pool.kv_capacity_blocks = int(pool.free_bytes // (per_token * cfg.kv_block_tokens))
+    pool.spec = spec
+
+
+def _speculation(pool: PoolPlan, accelerator, model, catalog: Catalog, where: str) -> SpecPlan | None:
+    """The speculative decoding the pool's workloads run (None when none does).
+
+    Raises:
+        PlacementError: its workloads speculate differently (a replica runs one drafter),
+            or the drafter cannot run at the pool's layout."""
+    specs: list = []
+    for wl in pool.workloads.values():  # distinct settings (a list: an acceptance list is unhashable)
+        if getattr(wl, "speculation", None) not in specs:
+            specs.append(getattr(wl, "speculation", None))
+    if specs == [None]:
+        return None
+    if len(specs) > 1:
+        raise PlacementError(f"{where}: its workloads ({', '.join(str(w.model) for w in pool.workloads.values())}) "
+                             "speculate differently (or not at all); a replica runs one drafter, so give them "
+                             "one speculation setting or pools of their own")
+    cfg = pool.config
+    try:
+        perf = PerfModel(accelerator, model, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+                         cfg.kv_precision, cfg.attention_precision, ep=cfg.ep)
+    except LayoutError:
+        return None  # the target's own layout error: place_pool reports it, naming the pool
+    try:
+        return spec_plan(specs[0], perf, lambda key: catalog.model(key, where=f"{where} (draft model)"),
+                         cfg.iteration_overhead_s)
+    except LayoutError as err:
+        raise PlacementError(f"{where}: the speculative drafter cannot run at this layout: {err}") from None
 
 
 def _peak_activation(pool: PoolPlan, shapes: dict, names: list[str]) -> tuple[float, tuple[str, int]]:

@@ -1,41 +1,57 @@
 """Strict YAML loading with limits: the one door every scenario, sweep and plan file
 comes through.
 
-``load_yaml(path, what)`` reads a file without ever blocking (a FIFO, ``/dev/zero`` or
-any other special file is refused before it is read), parses it with a PyYAML
-``SafeLoader`` that refuses what plain ``yaml.safe_load`` silently accepts, and checks
-the parsed data against the limits below. ``check_plain_data`` applies the data checks
-to a mapping from any origin (sweep overrides, CLI options, tests).
+``load_yaml(path, what)`` reads a file through :func:`sim.inputs.read_text` (a regular,
+bounded UTF-8 file, read without ever blocking; UTF-16, compressed, binary and 8-bit
+files refused by name), parses it with a PyYAML ``SafeLoader`` that refuses what plain
+``yaml.safe_load`` silently accepts, and checks the parsed data against the limits
+below. ``check_plain_data`` applies the data checks to a mapping from any origin (sweep
+overrides, CLI options, tests).
+
+Plain scalars are resolved by the **YAML 1.2 core schema**, not PyYAML's YAML 1.1 rules:
+``1e10`` and ``11.7e6`` are numbers; ``true``/``false`` are the only booleans (``on``,
+``off``, ``yes``, ``no`` are words, so ``stream: off`` is the word off); ``0o17`` and
+``0x1f`` are octal and hex integers, ``0777`` is 777; ``1_000`` and ``1:30`` are
+strings; dates such as ``2024-02-30`` stay strings (a field that takes a date parses
+it, and says so when it is not a date).
 
 Refused, each with the file, the line and the field path where known:
 
 - a file that is not a regular file, is larger than :data:`MAX_FILE_BYTES`, is not
   UTF-8, or cannot be opened (missing, permission, symlink loop);
-- a mapping that repeats a key (naming the key and both lines);
-- ``!!set``, ``!!binary``, ``!!omap``, ``!!pairs`` and python tags (sets silently became
-  lists of keys);
+- a mapping that repeats a key (naming both lines);
+- ``!!set``, ``!!binary``, ``!!omap``, ``!!pairs`` and python or unknown tags (sets
+  silently became lists of keys), and a value that its explicit tag cannot read
+  (``!!int abc``, ``!!timestamp 2024-02-30``);
 - nesting deeper than :data:`MAX_DEPTH`, recursive aliases, and alias expansion
   ("billion laughs") to more than :data:`MAX_NODES` values;
 - integers with more than :data:`MAX_INT_DIGITS` digits or outside the int64 range
   (a 5,000-digit integer would otherwise hit Python's int-parsing limit), and
   non-finite floats (``.inf``, ``.nan``) anywhere: no field of a scenario accepts them.
+
+A file that does not parse is never quoted in a message: syntax errors give the line,
+the column and the kind of problem, without the text found there (PyYAML's own messages
+are stripped of it), and a mapping whose top-level keys are none of the expected
+kind's is refused without listing them (:func:`check_file_kind`), so naming a private
+file as a scenario, a sweep base or a plan reveals nothing of it.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import stat
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from sim.errors import ScenarioError
+from sim.errors import InputError, ScenarioError
+from sim.inputs import LIMITS, read_text
 from traffic.datasets import is_dataset_ref
 
-MAX_FILE_BYTES = 2_000_000
+MAX_FILE_BYTES = LIMITS["scenario"]
 """Largest scenario/sweep/plan file read (bytes); real ones are a few kB."""
 MAX_DEPTH = 40
 """Deepest nesting of mappings and lists accepted."""
@@ -72,7 +88,10 @@ class LoadedYaml:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, odd tags and oversized integers."""
+    """SafeLoader with the YAML 1.2 core schema (module docstring) that refuses duplicate
+    keys, odd tags and oversized integers."""
+
+    yaml_implicit_resolvers: dict = {}
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -85,24 +104,36 @@ class _StrictLoader(yaml.SafeLoader):
                     first = seen.get(key)
                 except TypeError:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"a mapping key must be a plain value, got {type(key).__name__}",
+                        None, None, "a mapping key must be a plain value, not a list or a mapping",
                         key_node.start_mark) from None
                 if first is not None:
                     raise yaml.constructor.ConstructorError(
                         None, None,
-                        f"duplicate key {key!r}: first on line {first}, again on line "
-                        f"{key_node.start_mark.line + 1}; a key may appear once per mapping",
+                        f"duplicate key: first on line {first}, again on line {key_node.start_mark.line + 1}; "
+                        f"a key may appear once per mapping",
                         key_node.start_mark)
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node):
-        text = str(node.value).replace("_", "").lstrip("+-")
-        if text.startswith(("0x", "0o", "0b")):
-            text = text[2:]
-        if len(text.lstrip("0")) > MAX_INT_DIGITS + 1:  # never parsed (Python refuses > 4300 digits)
-            return HugeInt(len(text.lstrip("0")))
-        return super().construct_yaml_int(node)  # beyond int64: refused by check_plain_data, with its path
+        """A YAML 1.2 integer: decimal (a leading 0 is decimal), 0o octal, 0x hex."""
+        text = str(self.construct_scalar(node))
+        sign = -1 if text.startswith("-") else 1
+        body = text.lstrip("+-")
+        base = {"0o": 8, "0x": 16}.get(body[:2].lower(), 10)
+        digits = body[2:] if base != 10 else body
+        if len(digits.lstrip("0")) > MAX_INT_DIGITS + 1:  # never parsed (Python refuses > 4300 digits)
+            return HugeInt(len(digits.lstrip("0")))
+        return sign * int(digits, base)  # beyond int64: refused by check_plain_data, with its path
+
+    def construct_yaml_float(self, node):
+        """A YAML 1.2 float (``1e10``, ``.5``, ``.inf``; non-finite ones are refused later)."""
+        text = str(self.construct_scalar(node)).lower()
+        if text.lstrip("+-") == ".inf":
+            return -math.inf if text.startswith("-") else math.inf
+        if text == ".nan":
+            return math.nan
+        return float(text)
 
 
 class HugeInt(int):
@@ -110,11 +141,38 @@ class HugeInt(int):
 
 
 def _refuse_tag(loader, node):
-    raise yaml.constructor.ConstructorError(
-        None, None, _REFUSED_TAGS.get(node.tag, f"tag {node.tag} is not allowed"), node.start_mark)
+    problem = _REFUSED_TAGS.get(node.tag, "an explicit tag (!...) is not allowed here; write the plain value")
+    raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+def _checked(constructor, what: str):
+    """``constructor`` with a value it cannot read (``!!int abc``, ``!!timestamp
+    2024-02-30``) turned into a YAML error at the value's line."""
+    def construct(loader, node):
+        try:
+            return constructor(loader, node)
+        except (ValueError, TypeError, OverflowError):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the value cannot be read as {what}", node.start_mark) from None
+    return construct
+
+
+_CORE_RESOLVERS = (  # YAML 1.2 core schema, in the order they are tried
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
+    ("tag:yaml.org,2002:float",
+     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+     list("-+.0123456789")),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:merge", r"^(?:<<)$", ["<"]),
+)
+for _tag, _pattern, _first in _CORE_RESOLVERS:
+    _StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), _first)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _checked(_StrictLoader.construct_yaml_int, "an integer"))
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _checked(_StrictLoader.construct_yaml_float, "a number"))
+_StrictLoader.add_constructor("tag:yaml.org,2002:bool", _checked(yaml.SafeLoader.construct_yaml_bool, "true or false"))
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                              _checked(yaml.SafeLoader.construct_yaml_timestamp, "a date or time"))
 for _tag in _REFUSED_TAGS:
     _StrictLoader.add_constructor(_tag, _refuse_tag)
 _StrictLoader.add_constructor(None, _refuse_tag)  # any unknown or python tag
@@ -122,46 +180,32 @@ _StrictLoader.add_constructor(None, _refuse_tag)  # any unknown or python tag
 
 def read_text_file(path: str | Path, what: str) -> str:
     """The UTF-8 text of a regular file of at most :data:`MAX_FILE_BYTES`, read without
-    blocking on special files.
+    blocking on special files (:func:`sim.inputs.read_text`).
 
     Raises:
-        ScenarioError: missing, unreadable, not a regular file, too large, not UTF-8.
-    """
-    path = Path(path)
+        ScenarioError: missing, unreadable, not a regular file, too large, not UTF-8
+            (UTF-16, compressed, binary and 8-bit files named as such)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read {what} file ({err.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ScenarioError(f"{path}: {what} file is not a regular file ({_file_type(info.st_mode)}); "
-                                f"give the path of a YAML file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise ScenarioError(f"{path}: {what} file is {info.st_size:,} bytes; the limit is "
-                                f"{MAX_FILE_BYTES:,} bytes")
-        with os.fdopen(fd, "rb", closefd=True) as handle:
-            fd = -1
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read {what} file ({err.strerror})") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(raw) > MAX_FILE_BYTES:
-        raise ScenarioError(f"{path}: {what} file is over the limit of {MAX_FILE_BYTES:,} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ScenarioError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from None
+        return read_text(path, what, MAX_FILE_BYTES)
+    except InputError as err:
+        raise ScenarioError(str(err)) from None
 
 
-def _file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "a special file"
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _clean_problem(problem: str) -> str:
+    """PyYAML's problem text without what it quotes from the file (an alias or tag
+    name, the text of a token); token kinds (``'<block end>'``) and a single
+    punctuation or space character (``'\\t'``, ``':'``) are kept."""
+    def keep(match: re.Match) -> str:
+        inner = match.group(0)[1:-1]
+        if inner.startswith("<") and inner.endswith(">"):
+            return match.group(0)
+        if len(inner) <= 2 and not any(c.isalnum() for c in inner.encode().decode("unicode_escape", "ignore")):
+            return match.group(0)
+        return "(text not shown)"
+    return _QUOTED.sub(keep, problem)
 
 
 def parse_yaml(text: str, source: str) -> LoadedYaml:
@@ -177,9 +221,10 @@ def parse_yaml(text: str, source: str) -> LoadedYaml:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        kind = "YAML error" if isinstance(err, yaml.constructor.ConstructorError) else "YAML syntax error"
-        raise ScenarioError(f"{source}:{where} {kind}: {problem}") from None
+        problem = getattr(err, "problem", None) or "unreadable YAML"
+        constructing = isinstance(err, yaml.constructor.ConstructorError)
+        kind = "YAML error" if constructing else "YAML syntax error"
+        raise ScenarioError(f"{source}:{where} {kind}: {problem if constructing else _clean_problem(problem)}") from None
     except RecursionError:
         raise ScenarioError(f"{source}: YAML nesting is too deep; at most {MAX_DEPTH} levels") from None
     finally:
@@ -287,17 +332,22 @@ def file_kind(data: Any) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def check_file_kind(data: Any, source: str, expected: str) -> None:
-    """Refuse a file of another kind with the command that reads it, before schema errors.
+def check_file_kind(data: Any, source: str, expected: str, allowed: set[str] | frozenset[str] = frozenset()) -> None:
+    """Refuse a file of another kind with the command that reads it, before schema
+    errors; and a mapping none of whose top-level keys is one of ``allowed`` (the
+    expected kind's fields), without naming its keys: it is some other file, and its
+    content is not repeated (module docstring).
 
     Raises:
         ScenarioError: e.g. "this is a sweep file (it has 'base', 'grid'): use dcsim sweep"."""
     kind = file_kind(data)
-    if kind is None or kind == expected:
-        return
-    keys = sorted(FILE_KINDS[kind][0] & set(data))
-    raise ScenarioError(f"{source}: this is a {kind} file (it has {', '.join(repr(k) for k in keys)}), "
-                        f"not a {expected} file: use {FILE_KINDS[kind][1]}")
+    if kind is not None and kind != expected:
+        keys = sorted(FILE_KINDS[kind][0] & set(data))
+        raise ScenarioError(f"{source}: this is a {kind} file (it has {', '.join(repr(k) for k in keys)}), "
+                            f"not a {expected} file: use {FILE_KINDS[kind][1]}")
+    if allowed and isinstance(data, dict) and data and not any(isinstance(k, str) and k in allowed for k in data):
+        raise ScenarioError(f"{source}: not a {expected} file: none of its {len(data)} top-level key(s) is a "
+                            f"{expected} field ({', '.join(sorted(allowed))})")
 
 
 # --- paths inside a file ------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from sim.errors import ScenarioError
 from sim.operations import Autoscale, Failures, Loading, Residency
@@ -71,6 +71,19 @@ class PoolConfig(Strict):
     pp: int = Field(1, ge=1, le=256, description="pipeline-parallel stages")
     ep: int = Field(1, ge=1, le=4096, description="expert-parallel group of a MoE model (accelerators per pipeline "
                     "stage, in one scale-up domain; a multiple of tp dividing the routed experts); 1: none")
+    sp: int | None = Field(
+        None, ge=1, le=4096, description="sequence-parallel degree of a video DiT (its tokens split over sp GPUs of "
+        "one scale-up domain; replica accelerators = tp x sp x pp); default: 1 (the reference codes run Wan 2.1/2.2 "
+        "with --ulysses_size = the GPU count)")
+    sp_attention: Literal["ulysses", "ring"] | None = Field(
+        None, description="how SP attention exchanges tokens: Ulysses all-to-all (sp divides the heads) or ring K/V "
+        "passes; default: the model's reference code (sim.models.video_parallel.REFERENCES)")
+    fsdp: bool | None = Field(
+        None, description="video DiT weights and text encoder sharded over the SP group (FSDP, a block gathered "
+        "before it runs); default: on when sp > 1 (Wan --dit_fsdp --t5_fsdp)")
+    offload: bool | None = Field(
+        None, description="video DiT pipeline models moved to host memory between phases (Wan --offload_model); "
+        "default: on for a one-GPU replica, as Wan's generate.py")
     precision: Literal["bf16", "fp8", "fp4"] = Field("fp8", description="weights and linear-layer math")
     kv_precision: Literal["bf16", "fp8", "fp4"] | None = Field(
         None, description="KV cache; default: the weights', FP8 under FP4 weights (production FP4 serving)")
@@ -94,6 +107,21 @@ class PoolConfig(Strict):
     residency: Residency | None = Field(None, description="several checkpoints and LoRA adapters on the pool")
     autoscale: Autoscale | None = Field(None, description="replicas powered with demand; replicas is the maximum")
     failures: Failures | None = Field(None, description="component failures, detection, repair and spares")
+
+    scaleout_fabric: str | None = Field(
+        None, description="scale-out NIC per accelerator, a key of fleets/data/fabrics.csv (ib-ndr-400, roce-400, "
+        "eth-200 ...); default: the accelerator's catalog figures")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset(self, handler):
+        """The saved scenario lists ``scaleout_fabric`` and the operations blocks only when
+        set (a scenario without them saves as it always did)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _operations(self) -> "PoolConfig":
@@ -135,6 +163,11 @@ class FleetConfig(Strict):
         return self
 
 
+MIN_YEARS = 0.1
+"""Shortest depreciation life accepted (years, about five weeks): shorter lives are no
+real input, and 1e-320 years made every cost infinite."""
+
+
 class Economics(Strict):
     """Datacenter cost, financing and power inputs. Defaults and their sources
     (../shared/data/reference/economics.csv unless stated):
@@ -170,8 +203,8 @@ class Economics(Strict):
     electricity_usd_per_kwh: float = Field(0.0892, ge=0, le=100)
     pue: float = Field(1.56, ge=1, le=5)
     facility_capex_usd_per_mw: float = Field(11.7e6, ge=0, le=1e10)
-    depreciation_years: float = Field(5.0, gt=0, le=50)
-    facility_depreciation_years: float = Field(20.0, gt=0, le=100)
+    depreciation_years: float = Field(5.0, ge=MIN_YEARS, le=50, description="IT equipment life, years (>= 0.1)")
+    facility_depreciation_years: float = Field(20.0, ge=MIN_YEARS, le=100, description="facility life, years (>= 0.1)")
     discount_rate_per_year: float = Field(0.0, ge=0, le=1)
     network_capex_usd_per_node: float = Field(66_000.0, ge=0, le=1e7)
     maintenance_fraction_per_year: float = Field(0.0, ge=0, le=1)
@@ -179,7 +212,8 @@ class Economics(Strict):
     other_opex_fraction_per_year: float = Field(0.0, ge=0, le=10)
     ownership: Literal["own", "rent"] = "own"
     rental_usd_per_accelerator_hour: dict[str, Annotated[float, Field(ge=0, le=1000)]] = Field(
-        default_factory=dict, description="per accelerator type; overrides fleets/data/ownership.csv")
+        default_factory=dict, max_length=1000,
+        description="per accelerator type (catalog keys); overrides fleets/data/ownership.csv")
     facility_power_limit_mw: float | None = Field(None, gt=0, le=1e5)
 
 
@@ -273,6 +307,7 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
     if unknown:
         raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
     served: set[str] = set()
+    split: dict[str, dict[str, list[PoolConfig]]] = {}  # workload -> side -> pools (prefill/decode)
     for p, pool in enumerate(fleet.pools):
         main = []
         for entry in pool.serves:
@@ -283,13 +318,16 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                     f"workloads are: {known}"
                 )
             if stage is not None:
-                allowed = kind_of(scenario.workloads[name]).stages
-                if stage not in allowed or stage == "denoise":
+                kind = kind_of(scenario.workloads[name])
+                allowed = [a for a in kind.stages if a != "denoise"] + list(kind.split_stages)
+                if stage not in allowed:
                     raise ValueError(
                         f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
                         f"{scenario.workloads[name].kind} workload cannot be placed separately; "
-                        f"allowed: {[a for a in allowed if a != 'denoise']}"
+                        f"allowed: {allowed}"
                     )
+                if stage in kind.split_stages:
+                    split.setdefault(name, {}).setdefault(stage, []).append(pool)
             else:
                 main.append(name)
                 served.add(name)
@@ -305,6 +343,10 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                 f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves workloads of different models or "
                 f"engines ({sorted(map(str, models))}); a pool serves one model"
             )
+        _check_split_pool(scenario, fleet, p, pool, at)
+    for name, sides in split.items():
+        _check_split(scenario, fleet, name, sides, name in served, at)
+        served.add(name)
     missing = [n for n in fleet_workloads(scenario, fleet) if n not in served]
     if missing:
         raise ValueError(f"{at}.pools: fleet '{fleet.name}' has no pool serving workload(s) {missing}")
@@ -325,6 +367,46 @@ def _check_operations(scenario: Scenario, fleet: FleetConfig) -> None:
         if mixed and pool.residency is None:
             raise ValueError(f"{at}.pools.{p}.residency: pool '{pool.name}' serves workload(s) {mixed} with a model "
                              "mix (checkpoints, adapters): give the pool residency (and loading)")
+
+
+def _check_split_pool(scenario: Scenario, fleet: FleetConfig, p: int, pool: PoolConfig, at: str) -> None:
+    """A pool of a split deployment runs one side (prefill or decode) of workloads of one model."""
+    sides = {stage for name, stage in map(split_serves, pool.serves)
+             if stage in kind_of(scenario.workloads[name]).split_stages}
+    if not sides:
+        return
+    models = {scenario.workloads[split_serves(e)[0]].model for e in pool.serves}
+    if len(sides) > 1 or len(models) > 1:
+        raise ValueError(
+            f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves {pool.serves}: a pool of a split "
+            f"deployment runs one side (prefill or decode) of workloads of one model; serve the whole workload "
+            f"(serves: [name]) to run both on one pool")
+
+
+def _check_split(scenario: Scenario, fleet: FleetConfig, name: str, sides: dict, whole: bool, at: str) -> None:
+    """A workload split into prefill and decode: both sides placed, no whole-workload pool
+    besides, one branch per request, and the same KV-cache precision on both sides (the
+    transferred KV cache is used as it is)."""
+    from fleets.catalog import default_kv_precision
+
+    wl = scenario.workloads[name]
+    where = f"{at}.pools: fleet '{fleet.name}' workload '{name}'"
+    if whole:
+        raise ValueError(f"{where} is served whole by one pool and split into {sorted(sides)} by others; "
+                         f"serve it one way in a fleet")
+    absent = [s for s in kind_of(wl).split_stages if s not in sides]
+    if absent:
+        raise ValueError(f"{where}: its {', '.join(sorted(sides))} side is placed (serves: [{name}:...]) but no pool "
+                         f"serves '{name}:{absent[0]}'; a split deployment needs both sides")
+    if getattr(wl, "best_of_k", 1) > 1:
+        raise ValueError(f"{where}: best_of_k > 1 is not modelled in a split deployment; serve it whole")
+    precisions = {(p.name, p.kv_precision or default_kv_precision(p.precision))
+                  for pools in sides.values() for p in pools}
+    if len({kv for _, kv in precisions}) > 1:
+        listed = ", ".join(f"{n}: {kv}" for n, kv in sorted(precisions))
+        raise ValueError(f"{where}: its prefill and decode pools store the KV cache at different precisions "
+                         f"({listed}); the decode side uses the transferred cache as it is, so set one "
+                         f"kv_precision on all of them")
 
 
 def _check_sizes(scenario: Scenario) -> None:
@@ -379,7 +461,7 @@ def load_scenario(path: str | Path) -> Scenario:
             bad value, allowed values).
     """
     loaded = load_yaml(path, "scenario")
-    check_file_kind(loaded.data, str(path), "scenario")
+    check_file_kind(loaded.data, str(path), "scenario", set(Scenario.model_fields))
     return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
@@ -420,6 +502,7 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         ScenarioError: naming ``source``, the field path (line), the value and what is allowed.
     """
     from fleets.catalog_io import load_catalog
+    from fleets.fabrics import load_fabrics
 
     catalog = load_catalog()
 
@@ -432,10 +515,18 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
         if model_kinds:
             _check_model(catalog, wl.model, model_kinds, f"workload '{name}' ({wl.kind})",
                          ("workloads", name, "model"), fail)
+        draft = getattr(getattr(wl, "speculation", None), "draft_model", None)
+        if draft is not None:
+            _check_model(catalog, draft, ("autoregressive",), f"workload '{name}' speculation draft",
+                         ("workloads", name, "speculation", "draft_model"), fail)
         verifier = getattr(wl, "verifier", None)
         if verifier is not None:
             _check_model(catalog, verifier.model, VERIFIER_KINDS, f"workload '{name}' verifier",
                          ("workloads", name, "verifier", "model"), fail)
+    for key in scenario.economics.rental_usd_per_accelerator_hour:
+        if key not in catalog.accelerators:
+            fail(("economics", "rental_usd_per_accelerator_hour", key),
+                 f"'{key}' is not a catalog accelerator; allowed: {', '.join(sorted(catalog.accelerators))}")
     for f, fleet in enumerate(scenario.fleets):
         for p, pool in enumerate(fleet.pools):
             where = ("fleets", f, "pools", p)
@@ -445,6 +536,11 @@ def check_catalog_refs(scenario: Scenario, source: str, loaded: LoadedYaml | Non
                 fail(where + ("accelerator",), f"unknown accelerator '{pool.accelerator}'{hint}; allowed: "
                      f"{', '.join(sorted(catalog.accelerators))}")
             acc = catalog.accelerators[pool.accelerator]
+            if pool.scaleout_fabric is not None:
+                fabrics = load_fabrics()
+                if pool.scaleout_fabric not in fabrics:
+                    fail(where + ("scaleout_fabric",), f"unknown scale-out fabric '{pool.scaleout_fabric}'; "
+                         f"allowed: {', '.join(fabrics)}")
             if pool.precision == "fp4" and acc.peak_fp4_flops is None:
                 usable = [pr for pr, peak in (("bf16", acc.peak_bf16_flops), ("fp8", acc.peak_fp8_flops)) if peak]
                 fail(where + ("precision",), f"'{pool.accelerator}' has no FP4 peak in the catalog, so fp4 is "

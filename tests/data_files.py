@@ -35,3 +35,12 @@ def optional_file(name: str) -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return directory / name
+
+
+def require_scenario_data(scenario: Path) -> None:
+    """Every optional dataset that the shipped ``scenario`` file names (by file name),
+    through :func:`optional_file`: skipped, or failed under CI, when one is missing."""
+    text = Path(scenario).read_text(encoding="utf-8")
+    for name in OPTIONAL_DATASETS:
+        if name in text:
+            optional_file(name)

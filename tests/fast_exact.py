@@ -26,6 +26,9 @@ EQUAL_COLUMNS = (
 )
 TIMESTAMP_COLUMNS = ("arrival_at_s", "admitted_at_s", "first_token_at_s", "done_at_s")
 DURATION_COLUMNS = ("handoff_s", "handoff_wait_s", "memory_wait_s", "busy_share_s", "denoiser_flops")
+# the columns of a split (prefill/decode) deployment, in the runs that have one
+SPLIT_EQUAL, SPLIT_TIMESTAMPS = ("decode_pool", "prefill_replica"), ("kv_done_at_s",)
+SPLIT_DURATIONS = ("kv_transfer_bytes", "kv_transfer_s", "decode_queue_s")
 
 
 def with_mode(data: dict, mode: str) -> dict:
@@ -49,7 +52,9 @@ def assert_modes_agree(data: dict):
     a, b = fast.requests, exact.requests
     where = "\n--- scenario ---\n" + yaml.safe_dump(data, sort_keys=False) + _traces(data)
     assert len(a) == len(b), f"request count {len(a)} fast vs {len(b)} exact{where}"
-    for col in EQUAL_COLUMNS:
+    assert list(a.columns) == list(b.columns), f"columns differ{where}"
+    split = "decode_pool" in a
+    for col in EQUAL_COLUMNS + (SPLIT_EQUAL if split else ()):
         x, y = a[col].astype(object).to_numpy(), b[col].astype(object).to_numpy()
         bad = np.flatnonzero(x != y)
         assert bad.size == 0, (
@@ -57,7 +62,9 @@ def assert_modes_agree(data: dict):
             f"fast {x[bad[:5]].tolist()} vs exact {y[bad[:5]].tolist()}{where}"
         )
     last = np.nanmax(np.concatenate([b[c].to_numpy(dtype=float) for c in TIMESTAMP_COLUMNS] + [[0.0]]))
-    for cols, atol in ((TIMESTAMP_COLUMNS, 0.0), (DURATION_COLUMNS, RTOL * last)):
+    timestamps = TIMESTAMP_COLUMNS + (SPLIT_TIMESTAMPS if split else ())
+    durations = DURATION_COLUMNS + (SPLIT_DURATIONS if split else ())
+    for cols, atol in ((timestamps, 0.0), (durations, RTOL * last)):
         for col in cols:
             x, y = a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float)
             nan_x, nan_y = np.isnan(x), np.isnan(y)

@@ -127,9 +127,54 @@ def ar_workload(draw, duration_s, count, trace_dir, pressure=False):
         wl.update(prompt_tokens=draw(lengths(1, 600)), output_tokens=draw(lengths(40, 300)))
     elif wl["arrival"]["kind"] != "trace" or draw(st.booleans()):
         wl.update(draw(token_pair(2000, 300)))
-    if draw(st.integers(0, 4)) == 0:
+    if draw(st.integers(0, 3)) == 0:
+        wl["speculation"] = draw(speculation(model))
+    elif draw(st.integers(0, 4)) == 0:
         wl["best_of_k"] = draw(st.integers(2, 4))
     return wl
+
+
+@st.composite
+def speculation(draw, model: str) -> dict:
+    """Speculative decoding of ``model``: every method, 1 to 8 draft tokens, one acceptance
+    or one per position (including the extremes 0 and 1)."""
+    methods = ["ngram", "eagle", "mtp"] + (["draft_model"] if model == "mixtral-8x7b" else [])
+    method = draw(st.sampled_from(methods))
+    k = draw(st.integers(1, 8))
+    values = st.sampled_from([0.0, 0.3, 0.7, 0.9, 1.0])
+    out = {"method": method, "draft_tokens": k,
+           "acceptance": draw(st.one_of(values, st.lists(values, min_size=k, max_size=k)))}
+    if method in ("eagle", "mtp"):
+        out["head_vocab"] = 128_256 if model.startswith("llama") else 32_000
+    if method == "draft_model":
+        out["draft_model"] = "llama-3-8b"
+    return out
+
+
+@st.composite
+def split_pools(draw, name: str, i: int, wl: dict, replicas, pressure: bool) -> list[dict]:
+    """A split deployment of AR workload ``name``: one prefill pool and one or two decode
+    pools (any of the GPUs, sometimes in one NVLink domain, sometimes on a fabric of the
+    catalog), their KV caches at one precision."""
+    max_tokens = 900 if pressure else 2300
+    prefill = {"name": f"p{i}prefill", "serves": [f"{name}:prefill"], "replicas": draw(replicas),
+               **draw(ar_pool_settings(wl["model"], max_tokens, pressure))}
+    out = [prefill]
+    for j in range(draw(st.integers(1, 2))):
+        decode = {"name": f"p{i}decode{j}", "serves": [f"{name}:decode"], "replicas": draw(replicas),
+                  **draw(ar_pool_settings(wl["model"], max_tokens, pressure))}
+        decode["kv_precision"] = prefill["kv_precision"] = prefill["precision"]
+        if draw(st.booleans()):  # one scale-up domain: the KV cache moves over NVLink
+            decode.update(accelerator=prefill["accelerator"], domain="nvl")
+            prefill["domain"] = "nvl"
+        out.append(decode)
+    for pool in out:
+        if draw(st.integers(0, 2)) == 0:
+            pool["scaleout_fabric"] = draw(st.sampled_from(["ib-ndr-400", "roce-800", "eth-100"]))
+    wl["disaggregation"] = {"decode_choice": draw(st.sampled_from(["at_prefill", "at_handoff"])),
+                            "kv_transfer": draw(st.sampled_from(["layerwise", "after_prefill"]))}
+    wl.pop("best_of_k", None)
+    return out
 
 
 @st.composite
@@ -183,7 +228,8 @@ def stage_names(wl: dict) -> list[str]:
 
 
 @st.composite
-def scenarios(draw, tmp_path, families=("ar", "dlm", "picture", "service"), max_workloads=3, pressure=False) -> dict:
+def scenarios(draw, tmp_path, families=("ar", "dlm", "picture", "service"), max_workloads=3, pressure=False,
+              split=True) -> dict:
     """A whole scenario mapping (one fleet) in the spirit of scenarios/*.yaml, small
     enough that exact mode runs it in a fraction of a second."""
     burst = draw(st.integers(0, 1 if pressure else 3)) == 0
@@ -200,9 +246,17 @@ def scenarios(draw, tmp_path, families=("ar", "dlm", "picture", "service"), max_
         if family == "ar":
             wl = draw(ar_workload(duration_s, count, trace_dir, pressure))
             workloads[name] = wl
+            if split and draw(st.integers(0, 3)) == 0:  # prefill and decode on pools of their own
+                pools += draw(split_pools(name, i, wl, replicas, pressure))
+                continue
             shared = ar_pools.get(wl["model"])
             if shared is not None and draw(st.booleans()):
                 shared["serves"].append(name)
+                first = workloads[shared["serves"][0]]  # a replica runs one drafter: the same speculation
+                wl.pop("speculation", None)
+                if "speculation" in first:
+                    wl["speculation"] = first["speculation"]
+                    wl.pop("best_of_k", None)
                 continue
             pool = {"name": f"p{i}", "serves": [name], "replicas": draw(replicas)}
             max_tokens = (900 if pressure else 2300) * wl.get("best_of_k", 1)

@@ -2,7 +2,7 @@
 only (``cli``/``dashboard``/``app.py`` → ``studies`` → ``results`` → ``engine`` →
 ``fleet_plan`` → fleet layout (``fleets.placement``, ``fleets.packing``) → ``models`` →
 ``scenario`` → ``workloads`` → catalog data (the rest of ``fleets``) / ``traffic`` →
-``errors``), the core never imports a shell or Streamlit, and there is no import circle
+``errors``, ``inputs`` → ``_build``), the core never imports a shell or Streamlit, and there is no import circle
 anywhere (function-level imports count).
 
 ``fleets`` is split in two: its catalog records and their loaders are data that the models
@@ -24,10 +24,11 @@ PACKAGES = ("sim", "fleets", "traffic")
 # A module belongs to the layer of its longest matching prefix (``fleets.placement`` is
 # fleet layout, the rest of ``fleets`` catalog data).
 LAYERS = [
-    ("errors", {"sim.errors"}),
+    ("build", {"sim._build"}),  # which engine build runs: imported by sim.models and sim.engine first
+    ("errors, inputs", {"sim.errors", "sim.inputs"}),
     ("catalog/traffic", {"fleets", "traffic"}),
     ("workloads", {"sim.workloads"}),
-    ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors", "sim.operations"}),
+    ("scenario", {"sim.scenario", "sim.loader", "sim.schema_errors", "sim.operations", "sim.overrides"}),
     ("models", {"sim.models"}),
     ("fleet layout", {"fleets.placement", "fleets.packing"}),
     ("plan", {"sim.fleet_plan", "sim.ops_plan"}),

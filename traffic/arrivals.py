@@ -273,6 +273,12 @@ class TraceArrivals(BaseModel):
         trace = self.trace()
         return np.maximum(trace.prompt_tokens[rows], 1), np.maximum(trace.output_tokens[rows], 1)
 
+    def mean_lengths(self) -> tuple[float, float]:
+        """(mean prompt tokens, mean output tokens) of the replayed rows (those at or
+        after ``start_s``), zero counts raised to 1 as in :meth:`lengths_of`."""
+        prompt, output = self.lengths_of(self._segment()[1])
+        return float(prompt.mean()), float(output.mean())
+
     @property
     def mean_rate_per_s(self) -> float:
         """Requests/s: rows/(last - start_s)·rate_scale (trace_summary.csv convention), or

@@ -46,8 +46,10 @@ Decisions (real data does not force them; each is a field of :class:`GenaiTraceA
   given, else the first kept row. ``start_s``, ``rate_scale`` and ``loop`` then act as
   for ``kind: trace`` (see :class:`traffic.arrivals.TraceArrivals`).
 
-Malformed input raises :class:`sim.errors.TraceError` naming the file, the 1-based line,
-the field, the bad value and what is expected.
+The file is read through :mod:`sim.inputs` (bounded UTF-8 text, one field per column
+in every row, physical line numbers across blank lines and quoted fields). Malformed
+input raises :class:`sim.errors.TraceError` reading ``file:LINE:FIELD: column: what was
+expected``; a cell's text is never repeated (a number only once parsed).
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ import pandas as pd
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from sim.errors import TraceError
+from sim.inputs import read_csv, reraised_as
 from traffic.chunks import ArrivalChunk, concatenate, replay
-from traffic.traces import FilePath, resolve_trace_file
+from traffic.traces import FilePath, check_stamps, resolve_trace_file
 
 
 def _instant(value):
@@ -96,6 +99,9 @@ STATUSES = ("SUCCEED", "FAILED", "PENDING", "PROCESSING")
 TXT2IMG, IMG2IMG, INPAINTING = range(3)
 MAX_IMAGES = 64
 MAX_STEPS = 10_000
+MAX_EXEC_S = 30 * 86400
+"""Longest recorded execution time accepted (s; the shared file's longest is 3.3 hours)."""
+MAX_PROMPT_CHARS = 10_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,19 +160,24 @@ def load_genai_trace(path: str | Path) -> GenaiTrace:
 
 @lru_cache(maxsize=4)
 def _load_cached(path: Path, mtime_ns: int) -> GenaiTrace:
-    frame = _read_frame(path)
-    created = pd.to_datetime(frame["gmt_create"], format="%Y-%m-%d %H:%M:%S", errors="coerce")
-    _check(path, frame["gmt_create"], created.isna().to_numpy(), "a time like 2024-11-15 16:57:50")
-    task = frame["predict_type"].map({t: i for i, t in enumerate(TASKS)})
-    _check(path, frame["predict_type"], task.isna().to_numpy(), f"one of {list(TASKS)}")
-    status = frame["predict_status"]
-    _check(path, status, ~status.isin(STATUSES).to_numpy(), f"one of {list(STATUSES)}")
-    exec_s = _numbers(path, frame["exec_time_seconds"], "a non-negative time in seconds", integer=False)
-    negative = _numbers(path, frame["negative_prompt_length"], "a non-negative character count or empty")
-    images = _numbers(path, frame["num_images_per_prompt"], f"an integer 1..{MAX_IMAGES} or empty", top=MAX_IMAGES)
-    steps = _numbers(path, frame["num_inference_steps"], f"an integer 1..{MAX_STEPS} or empty", top=MAX_STEPS)
+    with reraised_as(TraceError):
+        table = read_csv(path, "trace", GENAI_COLUMNS, MIX_COLUMNS)
+        if table.rows == 0:
+            raise TraceError(f"{path}:2: no data rows after the header; expected one request per line")
+        column = pd.Series(table.columns["gmt_create"], dtype=object)
+        created = check_stamps(table, "gmt_create", pd.to_datetime(column, format="%Y-%m-%d %H:%M:%S", errors="coerce"),
+                               "a time like 2024-11-15 16:57:50")
+        task = pd.Series(table.choices("predict_type", TASKS)).map({t: i for i, t in enumerate(TASKS)})
+        status = pd.Series(table.choices("predict_status", STATUSES))
+        exec_s = table.numbers("exec_time_seconds", "a non-negative time in seconds", high=MAX_EXEC_S)
+        negative = table.numbers("negative_prompt_length", "a non-negative character count or empty",
+                                 integer=True, high=MAX_PROMPT_CHARS, empty=True)
+        images = table.numbers("num_images_per_prompt", f"an integer 1..{MAX_IMAGES} or empty", integer=True,
+                               low=1, high=MAX_IMAGES, empty=True)
+        steps = table.numbers("num_inference_steps", f"an integer 1..{MAX_STEPS} or empty", integer=True,
+                              low=1, high=MAX_STEPS, empty=True)
+        checkpoint, loras = _mix_columns(table)
     order = np.argsort(created.to_numpy(), kind="stable")
-    checkpoint, loras = _mix_columns(path, frame)
     arrays = (
         created.to_numpy()[order], task.to_numpy(dtype=np.int8)[order],
         (status == "SUCCEED").to_numpy()[order], np.nan_to_num(exec_s)[order],
@@ -179,57 +190,22 @@ def _load_cached(path: Path, mtime_ns: int) -> GenaiTrace:
     return GenaiTrace(*arrays, source_path=path, checkpoint=checkpoint, loras=loras)
 
 
-def _mix_columns(path: Path, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(checkpoint rank, LoRA count) per row in file order (see :class:`GenaiTrace`)."""
-    n = len(frame)
-    if "checkpoint_model_version_id" in frame:
-        ids = frame["checkpoint_model_version_id"].str.strip()
-        counts = ids.value_counts()
-        ranked = sorted(counts.index, key=lambda k: (-counts[k], k))
-        checkpoint = ids.map({k: i for i, k in enumerate(ranked)}).to_numpy(dtype=np.int64)
-    else:
-        checkpoint = np.zeros(n, dtype=np.int64)
-    loras = np.zeros(n, dtype=np.int64)
-    if "num_lora" in frame:
-        loras = np.nan_to_num(_numbers(path, frame["num_lora"], f"an integer 0..{MAX_LORAS} or empty")).astype(np.int64)
-        _check(path, frame["num_lora"], loras > MAX_LORAS, f"an integer 0..{MAX_LORAS} or empty")
-    return checkpoint, loras
+MIX_COLUMNS = ("checkpoint_model_version_id", "num_lora")
+"""Optional columns of the model mix: the base checkpoint and the number of LoRA adapters."""
 
 
-def _read_frame(path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise TraceError(f"{path}: line 1: file is empty; expected the header {','.join(GENAI_COLUMNS)}") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: not a readable CSV ({exc}); expected genai_csv rows") from None
-    missing = [c for c in GENAI_COLUMNS if c not in frame.columns]
-    if missing:
-        raise TraceError(f"{path}: line 1: header is missing column(s) {missing}; found {list(frame.columns)}")
-    if frame.empty:
-        raise TraceError(f"{path}: line 2: no data rows after the header; expected one request per line")
-    return frame
+def _mix_columns(table) -> tuple[np.ndarray, np.ndarray]:
+    """(checkpoint rank, LoRA count) per row in file order (see :class:`GenaiTrace`); an
+    absent column reads as empty cells (rank 0, no adapter).
 
-
-def _numbers(path: Path, column: pd.Series, expected: str, integer: bool = True, top: float = math.inf) -> np.ndarray:
-    """Float64 values; empty cells are NaN, anything else must be a number in range."""
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
-    empty = (column.str.strip() == "").to_numpy()
-    with np.errstate(invalid="ignore"):
-        bad = ~empty & (~np.isfinite(values) | (values < 0) | (values > top))
-        if integer:
-            bad |= ~empty & (values != np.floor(values))
-        if top < math.inf:
-            bad |= ~empty & (values < 1)
-    _check(path, column, bad, expected)
-    return values
-
-
-def _check(path: Path, column: pd.Series, bad: np.ndarray, expected: str) -> None:
-    """Raise for the first bad row; data row i (0-based) is on line i + 2."""
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise TraceError(f"{path}: line {i + 2}: field {column.name!r} has value {column.iloc[i]!r}; expected {expected}")
+    Raises:
+        InputError: a ``num_lora`` cell that is not a whole number 0..MAX_LORAS (line, field)."""
+    ids = pd.Series([text.strip() for text in table.columns["checkpoint_model_version_id"]], dtype=object)
+    counts = ids.value_counts()
+    ranked = sorted(counts.index, key=lambda k: (-counts[k], k))
+    checkpoint = ids.map({k: i for i, k in enumerate(ranked)}).to_numpy(dtype=np.int64)
+    loras = table.numbers("num_lora", f"an integer 0..{MAX_LORAS} or empty", integer=True, high=MAX_LORAS, empty=True)
+    return checkpoint, np.nan_to_num(loras).astype(np.int64)
 
 
 class GenaiTraceArrivals(BaseModel):

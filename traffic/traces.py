@@ -25,15 +25,19 @@ Decisions (documented here because real data does not force them):
   token clamp it (see ``traffic.arrivals.TraceArrivals.lengths``).
 * Blank lines in JSONL are skipped; a blank line inside a CSV is an error (it is a row
   with every field missing); trailing blank lines are ignored in both.
+* Timestamps must fall in the years 1970..2199 (:data:`FIRST_YEAR`); Mooncake times are
+  at most ten years of milliseconds.
 
-Every malformed input raises :class:`sim.errors.TraceError` whose message names the file,
-the 1-based line number as a text editor shows it, the field, the bad value and what is
-expected.
+Files are read through :mod:`sim.inputs` (regular UTF-8 files of bounded size, lines
+and cells bounded, rows with one field per column, JSON nesting and integers bounded).
+Every malformed input raises :class:`sim.errors.TraceError` whose message reads
+``file:LINE[:FIELD]: column: what was expected``, with the 1-based line as a text
+editor shows it; it never repeats the file's content (a value only when it parsed as a
+number), so naming a private file as a trace reveals nothing of it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -46,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
+from sim.inputs import CsvTable, file_type, read_csv, read_jsonl, reraised_as, shown_number
 from traffic.datasets import is_dataset_ref, resolve_dataset_ref
 
 TraceFormat = Literal["azure_csv", "mooncake_jsonl"]
@@ -56,7 +61,7 @@ TRACE_FORMATS: tuple[str, ...] = get_args(TraceFormat)
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
 MAX_TRACE_TOKENS = 10_000_000
-_TOKEN_EXPECTED = f"expected an integer token count from 0 to {MAX_TRACE_TOKENS:,}"
+_TOKEN_EXPECTED = f"an integer token count from 0 to {MAX_TRACE_TOKENS:,}"
 _TZ_SUFFIX = r"(?:Z|[+-]\d\d:?\d\d)\s*$"
 
 
@@ -135,6 +140,9 @@ def resolve_trace_file(path: str | Path) -> Path:
         resolved = Path(path).expanduser().resolve()
     except (OSError, RuntimeError) as err:  # a symlink loop
         raise TraceError(f"{path}: cannot resolve the trace path ({err})") from None
+    if resolved.exists() and not resolved.is_file():
+        raise TraceError(f"{path}: the trace is not a regular file ({file_type(resolved.stat().st_mode)}); "
+                         f"give the path of a trace file")
     if not resolved.is_file():
         raise TraceError(
             f"trace file not found: {path} (resolved to {resolved}; relative paths are "
@@ -163,123 +171,107 @@ def _build_trace(path: Path, times_s: np.ndarray, prompt: np.ndarray, output: np
     return Trace(*arrays[:3], source_path=path, source_line=arrays[3])
 
 
-def _error(path: Path, line: int, field: str, value: object, expected: str, column: int | None = None) -> TraceError:
-    col = f", column {column}" if column else ""
-    return TraceError(f"{path}: line {line}{col}: field {field!r} has value {value!r}; {expected}")
-
-
 # --- Azure CSV -------------------------------------------------------------------------
 
-
-def _read_azure_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    frame = _read_csv_frame(path)
-    missing = [c for c in AZURE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise TraceError(
-            f"{path}: line 1: header is missing column(s) {missing}; found {list(frame.columns)}, "
-            f"expected {','.join(AZURE_COLUMNS)}"
-        )
-    frame = _drop_trailing_blank_rows(frame)
-    if frame.empty:
-        raise TraceError(f"{path}: line 2: no data rows after the header; expected one request per line")
-    stamps = _azure_stamps(path, frame)
-    times_s = (stamps - stamps.min()).dt.total_seconds().to_numpy(dtype=np.float64)
-    prompt = _azure_tokens(path, frame["ContextTokens"], frame)
-    output = _azure_tokens(path, frame["GeneratedTokens"], frame)
-    return times_s, prompt, output, np.arange(len(frame), dtype=np.int64) + 2
+FIRST_YEAR, LAST_YEAR = 1970, 2200
+"""Timestamps must fall in [1970, 2200): a year-0001 row would stretch the trace over two
+thousand years and replay nothing but itself."""
 
 
-def _azure_stamps(path: Path, frame: pd.DataFrame) -> pd.Series:
-    """Timestamps, all naive or all with a UTC offset (see module docstring)."""
-    column = frame["TIMESTAMP"]
-    aware = column.str.contains(_TZ_SUFFIX, regex=True).to_numpy()
-    mixed = aware != aware[0]
+def _read_azure_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    with reraised_as(TraceError):
+        table = read_csv(path, "trace", AZURE_COLUMNS, blank="refuse")
+        if table.rows == 0:
+            raise TraceError(f"{path}:2: no data rows after the header; expected one request per line")
+        times_s = _seconds(table, "TIMESTAMP", _azure_stamps(table))
+        prompt = table.numbers("ContextTokens", _TOKEN_EXPECTED, integer=True, high=MAX_TRACE_TOKENS)
+        output = table.numbers("GeneratedTokens", _TOKEN_EXPECTED, integer=True, high=MAX_TRACE_TOKENS)
+    return times_s, prompt, output, table.lines
+
+
+def _azure_stamps(table: CsvTable) -> pd.Series:
+    """Timestamps, all naive or all with a UTC offset (see module docstring).
+
+    Raises:
+        TraceError: at the first row that is not a timestamp, mixes the two forms, or
+            falls outside [FIRST_YEAR, LAST_YEAR)."""
+    column = pd.Series(table.columns["TIMESTAMP"], dtype=object)
+    aware = column.str.contains(_TZ_SUFFIX, regex=True).to_numpy(dtype=bool)
     kinds = ("without a UTC offset", "with a UTC offset")
-    _check_column(path, column, mixed, f"row 1 has a timestamp {kinds[int(aware[0])]} and this one "
-                  f"{kinds[int(not aware[0])]}; use one form for the whole file", frame)
+    if (aware != aware[0]).any():
+        row = int(np.flatnonzero(aware != aware[0])[0])
+        raise table.fail(row, "TIMESTAMP", f"the first row has a timestamp {kinds[int(aware[0])]} and this one "
+                         f"{kinds[int(not aware[0])]}; use one form for the whole file")
+    stamps = _parse_stamps(column, bool(aware[0]))
+    return check_stamps(table, "TIMESTAMP", stamps, "a timestamp like 2023-11-16 18:15:46.6805900")
+
+
+def _parse_stamps(column: pd.Series, utc: bool) -> pd.Series:
     try:
-        stamps = pd.to_datetime(column, format="ISO8601", errors="coerce", utc=bool(aware[0]))
-    except (ValueError, OverflowError):
-        stamps = pd.Series([pd.NaT] * len(column))
-        for i, text in enumerate(column):
-            try:
-                stamps.iloc[i] = pd.to_datetime(text, format="ISO8601", utc=bool(aware[0]))
-            except (ValueError, OverflowError):
-                break
-    _check_column(path, column, stamps.isna().to_numpy(), "a timestamp like 2023-11-16 18:15:46.6805900", frame)
+        return pd.to_datetime(column, format="ISO8601", errors="coerce", utc=utc)
+    except (ValueError, OverflowError):  # one out-of-bounds stamp fails the vectorised parse
+        return pd.Series([pd.to_datetime(t, format="ISO8601", errors="coerce", utc=utc) for t in column])
+
+
+def check_stamps(table: CsvTable, name: str, stamps: pd.Series, expected: str) -> pd.Series:
+    """``stamps`` (one per row of ``table``), every one parsed and in [FIRST_YEAR, LAST_YEAR).
+
+    Raises:
+        TraceError: at the first row that is not (the cell is not repeated)."""
+    missing = stamps.isna().to_numpy()
+    if missing.any():
+        raise table.fail(int(np.flatnonzero(missing)[0]), name, f"not a timestamp; expected {expected}")
+    years = stamps.dt.year.to_numpy()
+    outside = (years < FIRST_YEAR) | (years >= LAST_YEAR)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise table.fail(row, name, f"year {int(years[row])} is outside {FIRST_YEAR}..{LAST_YEAR - 1}; "
+                         f"expected {expected}")
     return stamps
 
 
-def _read_csv_frame(path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
-    except pd.errors.EmptyDataError:
-        raise TraceError(f"{path}: line 1: file is empty; expected the header {','.join(AZURE_COLUMNS)}") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: not a readable CSV ({exc}); expected {','.join(AZURE_COLUMNS)} rows") from None
-    return frame.fillna("")
-
-
-def _drop_trailing_blank_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    filled = (frame.to_numpy() != "").any(axis=1)
-    last = np.flatnonzero(filled)
-    return frame.iloc[: last[-1] + 1] if last.size else frame.iloc[:0]
-
-
-def _azure_tokens(path: Path, column: pd.Series, frame: pd.DataFrame) -> np.ndarray:
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values)) | (values > MAX_TRACE_TOKENS)
-    _check_column(path, column, bad, _TOKEN_EXPECTED, frame)
-    return values.astype(np.int64)
-
-
-def _check_column(path: Path, column: pd.Series, bad: np.ndarray, expected: str, frame: pd.DataFrame) -> None:
-    """Raise for the first bad row; data row i (0-based) is on line i + 2 (header is line 1)."""
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        col = list(frame.columns).index(column.name) + 1
-        raise _error(path, i + 2, str(column.name), column.iloc[i], expected, col)
+def _seconds(table: CsvTable, name: str, stamps: pd.Series) -> np.ndarray:
+    return (stamps - stamps.min()).dt.total_seconds().to_numpy(dtype=np.float64)
 
 
 # --- Mooncake JSONL --------------------------------------------------------------------
 
 
-def _read_mooncake_jsonl(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _read_mooncake_jsonl(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     rows: list[tuple[float, float, float, int]] = []
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if text.strip():
-                rows.append((*_mooncake_row(path, line_no, text), line_no))
+    with reraised_as(TraceError):
+        for line_no, obj in read_jsonl(path, "trace"):
+            rows.append((*_mooncake_row(path, line_no, obj), line_no))
     if not rows:
         raise TraceError(
-            f"{path}: line 1: file has no requests; expected one JSON object per line with "
-            f"keys {list(MOONCAKE_FIELDS)}"
+            f"{path}:1: the file has no requests; expected one JSON object per line with "
+            f"keys {', '.join(MOONCAKE_FIELDS)}"
         )
     table = np.asarray(rows, dtype=np.float64)
     return table[:, 0] / 1000.0, table[:, 1], table[:, 2], table[:, 3]
 
 
-def _mooncake_row(path: Path, line_no: int, text: str) -> tuple[float, float, float]:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        expected = f"not valid JSON ({exc.msg}); expected one object per line"
-        raise _error(path, line_no, "<line>", text.strip()[:80], expected) from None
-    if not isinstance(obj, dict):
-        expected = f"expected a JSON object with keys {list(MOONCAKE_FIELDS)}"
-        raise _error(path, line_no, "<line>", text.strip()[:80], expected)
-    timestamp = _json_number(path, line_no, obj, "timestamp", "expected a non-negative time in milliseconds")
+MAX_TIMESTAMP_MS = 10 * 365 * 86400 * 1000
+"""Largest Mooncake timestamp (ms after the trace's start: ten years)."""
+
+
+def _mooncake_row(path: Path, line_no: int, obj: dict) -> tuple[float, float, float]:
+    timestamp = _json_number(path, line_no, obj, "timestamp",
+                             f"a time in milliseconds from 0 to {MAX_TIMESTAMP_MS:,}", top=MAX_TIMESTAMP_MS)
     prompt = _json_number(path, line_no, obj, "input_length", _TOKEN_EXPECTED, integer=True)
     output = _json_number(path, line_no, obj, "output_length", _TOKEN_EXPECTED, integer=True)
     return timestamp, prompt, output
 
 
-def _json_number(path: Path, line_no: int, obj: dict, field: str, expected: str, integer: bool = False) -> float:
+def _json_number(path: Path, line_no: int, obj: dict, field: str, expected: str, integer: bool = False,
+                 top: float = MAX_TRACE_TOKENS) -> float:
+    """A JSON field that must be a finite number in [0, top] (whole if ``integer``); the
+    value is shown only when it is a number (never a string of the file)."""
     if field not in obj:
-        raise TraceError(f"{path}: line {line_no}: field {field!r} is missing; {expected}")
+        raise TraceError(f"{path}:{line_no}: {field}: missing; expected {expected}")
     value = obj[field]
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    if not ok or (integer and (value != math.floor(value) or value > MAX_TRACE_TOKENS)):
-        raise _error(path, line_no, field, value, expected)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TraceError(f"{path}:{line_no}: {field}: not a number; expected {expected}")
+    if not (math.isfinite(value) and 0 <= value <= top) or (integer and value != math.floor(value)):
+        raise TraceError(f"{path}:{line_no}: {field}: {shown_number(value)} is out of range; expected {expected}")
     return float(value)

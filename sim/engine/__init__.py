@@ -8,8 +8,10 @@ state around its plan), ``router`` (dispatch policies), ``replica_ar`` / ``repli
 run in one ``ReplicaClock``), ``indexed_heap`` (the heap under the clock and the routers'
 per-pool indexes), ``journey`` (multi-pool pipelines), ``request`` and ``run`` (the state
 one run owns). The modules with a ``.pxd`` beside them are compiled with Cython at
-install (``setup.py``; ``sim.ENGINE_BUILD``).
+install (``setup.py``); :mod:`sim._build` picks the build that runs.
 
-Imports only ``sim.fleet_plan``, ``sim.models``, ``sim.workloads``, ``sim.scenario``,
+Imports only ``sim._build``, ``sim.fleet_plan``, ``sim.models``, ``sim.workloads``, ``sim.scenario``,
 ``fleets``, ``traffic`` and ``sim.errors``.
 """
+
+import sim._build  # noqa: F401 - chooses the compiled or the source build before any module here loads

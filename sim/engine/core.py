@@ -139,6 +139,7 @@ def run_fleet(
     for pool in pools:
         pool.on_leg_done = lambda req, pool=pool: handoffs.leg_done(pool, req)
     routers: dict[tuple, Router] = {}
+    run.pools = pools
     routes = {r.name: r for r in plan.routes}
     total = run.outstanding = sum(len(demand[n]) for n in routes)
     frames = _Frames(plan, pools)
@@ -228,11 +229,29 @@ def _entry(route: WorkloadRoute, pools: list[Pool], routers: dict, run: RunConte
     """How a workload's arrivals enter the fleet: its main router, or (pipelines) a
     journey planner whose legs name the routers of its stages."""
     main = [pools[i] for i in route.main]
+    if route.split:
+        _wire_split(route, pools, routers, run, policy)
     if route.shape is None:
         return _router(routers, main, route.index, policy, run)
     by_stage = {code: run.routers.index(_router(routers, [pools[i] for i in serving], route.index, policy, run))
                 for code, serving in route.stages.items()}
     return JourneyPlanner(route.config, route.shape, by_stage, dict(route.variants))
+
+
+def _wire_split(route: WorkloadRoute, pools: list[Pool], routers: dict, run: RunContext, policy: str) -> None:
+    """A split deployment: its decode router, and what each side needs of the other
+    (:class:`sim.engine.pools.Pool`, the hand-off attributes)."""
+    w, handoff = route.index, route.config.handoff
+    decode = [pools[i] for i in route.decode]
+    position = run.routers.index(_router(routers, decode, w, policy, run))
+    for i in route.main:
+        pools[i].decode_router[w] = position
+        pools[i].decode_pools[w] = decode
+        pools[i].at_prefill[w] = handoff.decode_choice == "at_prefill"
+    for j in route.decode:
+        pools[j].layerwise[w] = handoff.kv_transfer == "layerwise"
+    for (i, j), link in route.kv_links.items():
+        pools[j].kv_in[i] = link
 
 
 FEED_WINDOW = 4096
@@ -467,6 +486,9 @@ class _Frames:
         self.pool_names = np.array([p.name for p in pools] + [""], dtype=object)  # index -1 -> ""
         self.accel = np.array([p.config.accelerator for p in pools] + [""], dtype=object)
         self.status_names = np.array([STATUS_NAMES[k] for k in sorted(STATUS_NAMES)], dtype=object)
+        # columns of the serving features, only in runs that use them (other runs' rows stay as they were)
+        self.split = any(r.split for r in plan.routes)
+        self.speculates = any(getattr(r.config, "speculation", None) is not None for r in plan.routes)
 
     def shares(self, shares: dict) -> pd.DataFrame:
         """Replica-seconds per (request, pool) for requests whose journey crossed pools
@@ -518,7 +540,25 @@ class _Frames:
         df.loc[~has_ttft, "ttft_s"] = math.nan
         df["tokens_per_s"] = (df["output_tokens"] / df["e2e_s"]).where(has_ttft)
         df["measured"] = (df["arrival_at_s"] >= window.warmup_s) & (df["arrival_at_s"] < window.duration_s)
+        if self.split:
+            self._split_columns(df, raw)
+        if self.speculates:
+            steps = df["steps"].where(df["steps"] > 0)
+            df["tokens_per_step"] = ((df["output_tokens"] - 1) / steps).where(df["kind"] == "autoregressive")
         return df
+
+    def _split_columns(self, df: pd.DataFrame, raw: dict) -> None:
+        """A split deployment's columns: the prefill pool is ``pool`` (the pool the request
+        entered by), ``replica`` the decode replica; the prefill replica, the decode pool,
+        the KV bytes moved, the transfer's duration (α + bytes / bandwidth), the wait for
+        room on the decode side after the prefill ended, and when the KV cache arrived."""
+        decoded = raw["decode_pool"] >= 0
+        df["prefill_replica"] = np.where(decoded, raw["kv_src_replica"], -1)
+        df["decode_pool"] = self.pool_names[raw["decode_pool"]]
+        df["kv_transfer_bytes"] = raw["kv_transfer_bytes"]
+        df["kv_transfer_s"] = raw["kv_transfer_s"]
+        df["decode_queue_s"] = raw["decode_queue_s"]
+        df["kv_done_at_s"] = raw["kv_done_at_s"]
 
 
 def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:

@@ -35,16 +35,18 @@ OUTCOME_FIELDS = (
     "id", "workload", "pool", "replica", "status", "reason", "arrival_at_s", "admitted_at_s", "images",
     "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
     "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
-    "handoff_wait_s", "branches", "memory_wait_s",
+    "handoff_wait_s", "branches", "memory_wait_s", "decode_pool", "kv_src_replica", "kv_transfer_bytes",
+    "kv_transfer_s", "decode_queue_s", "kv_done_at_s",
 )
 INT_FIELDS = (
     "id", "workload", "pool", "replica", "status", "images", "prompt_tokens", "output_tokens", "steps",
-    "sample_steps", "preemptions", "verifier_calls", "handoffs", "branches",
+    "sample_steps", "preemptions", "verifier_calls", "handoffs", "branches", "decode_pool", "kv_src_replica",
 )
 """The int64 outcome fields, in the order :meth:`Outcomes.record` writes them in a row."""
 FLOAT_FIELDS = (
     "arrival_at_s", "admitted_at_s", "first_token_at_s", "done_at_s", "denoiser_flops", "share_s",
-    "handoff_s", "handoff_wait_s", "memory_wait_s",
+    "handoff_s", "handoff_wait_s", "memory_wait_s", "kv_transfer_bytes", "kv_transfer_s", "decode_queue_s",
+    "kv_done_at_s",
 )
 """The float64 outcome fields, in the order :meth:`Outcomes.record` writes them in a row."""
 _N_INT, _N_FLOAT = len(INT_FIELDS), len(FLOAT_FIELDS)
@@ -128,6 +130,8 @@ class Outcomes:
         ints[i + 11] = req.verifier_calls
         ints[i + 12] = req.handoffs
         ints[i + 13] = req.branches
+        ints[i + 14] = req.decode_pool
+        ints[i + 15] = req.kv_src_replica
         f = n * _N_FLOAT  # FLOAT_FIELDS, in order
         floats = self._floats
         floats[f] = req.arrival_at_s
@@ -139,6 +143,10 @@ class Outcomes:
         floats[f + 6] = req.handoff_s
         floats[f + 7] = req.handoff_wait_s
         floats[f + 8] = req.memory_wait_s
+        floats[f + 9] = req.kv_transfer_bytes
+        floats[f + 10] = req.kv_transfer_s
+        floats[f + 11] = req.decode_queue_s
+        floats[f + 12] = req.kv_done_at_s
         self._reasons.append(req.reason)
         self._n = n + 1
         if req.pool_shares:

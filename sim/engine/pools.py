@@ -25,6 +25,17 @@ class Pool:
         self.layout, self.share, self.perf, self.stage_perfs = plan.layout, plan.share, plan.perf, plan.stage_perfs
         self.kv_capacity_blocks, self.free_bytes = plan.kv_capacity_blocks, plan.free_bytes
         self.resident_bytes = plan.resident_bytes
+        self.role, self.spec = plan.role, plan.spec
+        # a split deployment (set by sim.engine.core from the routes): on a prefill pool, per
+        # workload index, the decode router's position, the decode pools (to reject at
+        # arrival what none could hold) and whether the decode replica is chosen at the
+        # prefill's start; on a decode pool, the KV link from each prefill pool (by index)
+        # and whether the transfer overlaps the prefill layer by layer
+        self.decode_router: dict[int, int] = {}
+        self.decode_pools: dict[int, list] = {}
+        self.at_prefill: dict[int, bool] = {}
+        self.kv_in: dict = {}
+        self.layerwise: dict[int, bool] = {}
         self.stats = PoolStats()
         self.replicas: list = []
         # the routers' indexes over this pool (sim.engine.router._MinIndex), told by a replica

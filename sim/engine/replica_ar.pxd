@@ -1,24 +1,30 @@
 # C types for replica_ar.py when compiled (see setup.py); the logic is in replica_ar.py.
 cimport cython
+
+cdef Py_ssize_t PREFILL, DECODE, SPEC_DEN  # C constants (module globals would be dict lookups)
 from sim.engine.completion_heap cimport CompletionHeap
 from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
 from sim.engine.timer cimport TimerDriven
 from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_stretch_time_s
+from sim.models.speculation cimport SpecPlan
 
 @cython.final
 cdef class ARReplica(TimerDriven):
-    cdef public object _admitted, listeners, perf, pool, run, waiting
+    cdef public object _admitted, listeners, perf, pool, run, waiting, loading, releases
+    cdef public SpecPlan spec
     cdef public CompletionHeap heap
     cdef long long[:] residues
     cdef public DecodeLine _seg_line
-    cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm
+    cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm, _wake
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
+    cdef public Py_ssize_t role, gnum, pinned, n_loading
     cdef public bint _busy, _cuttable, _inflight
 
-    @cython.locals(residues='long long[:]', b=Py_ssize_t, rho=Py_ssize_t, n=cython.longlong, pad=cython.longlong)
+    cdef inline Py_ssize_t _kv(self, Py_ssize_t counter)
+    @cython.locals(residues='long long[:]', b=Py_ssize_t, rho=Py_ssize_t, n=cython.longlong, pad=cython.longlong, c=Py_ssize_t)
     cpdef Py_ssize_t blocks_used(self, Py_ssize_t counter)
     cpdef double kv_bytes_estimate(self, Py_ssize_t counter)
     cpdef _kv_sync(self)
@@ -32,16 +38,34 @@ cdef class ARReplica(TimerDriven):
     cpdef bint _preempt_if_needed(self)
     @cython.locals(req=Request, index=_MinIndex)
     cpdef _finish_completed(self)
-    @cython.locals(req=Request, index=_MinIndex)
+    @cython.locals(run=Py_ssize_t)
+    cpdef _note_progress(self, Request victim)
+    @cython.locals(req=Request, index=_MinIndex, remote=bint, reserved=Py_ssize_t)
     cpdef list _admit(self)
+    @cython.locals(need=Py_ssize_t, used=Py_ssize_t, ready=double)
+    cpdef bint _reserve_now(self, Request req)
+    @cython.locals(done=double)
+    cpdef _reserve(self, Request req, Py_ssize_t need)
+    @cython.locals(req=Request, tokens=Py_ssize_t)
+    cpdef _join(self)
+    @cython.locals(at=double)
+    cpdef _sleep(self)
+    cpdef release_at(self, Request req)
+    cpdef _release_done(self)
+    @cython.locals(req=Request, index=_MinIndex)
+    cpdef _hand_off(self, list admitted)
+    @cython.locals(req=Request)
+    cpdef _send_early(self, list admitted, double end)
     @cython.locals(req=Request)
     cpdef bint _head_fits(self, Py_ssize_t counter)
     @cython.locals(line=DecodeLine)
     cpdef _begin(self, list admitted)
     @cython.locals(r=Request)
     cpdef double _mixed_cost(self, list admitted)
-    @cython.locals(line=DecodeLine)
     cpdef _cut(self)
+    cpdef _cut_at(self, double at)
+    @cython.locals(elapsed=double, j=Py_ssize_t, k=Py_ssize_t)
+    cpdef Py_ssize_t _boundary_index_at(self, double at, double anchor, DecodeLine line, Py_ssize_t context0, Py_ssize_t b, Py_ssize_t first, Py_ssize_t last)
     cpdef _finish(self, end=*)
     @cython.locals(req=Request)
     cpdef _finish_mixed(self, double end)

@@ -40,6 +40,37 @@ The replica is a small state machine driven by SimPy events (``Event.callbacks``
 generator process: cutting a stretch schedules a new timer for the earlier boundary and
 cancels the superseded one (SimPy still pops its queue entry but runs nothing for it),
 so a cut costs one event and no generator ``throw``.
+
+**Speculative decoding** (a pool with a :class:`sim.models.speculation.SpecPlan`): an
+iteration is a verification step; a request needs its own drawn number of steps after
+its first token (``req.steps``, :mod:`sim.workloads.speculation`), so its completion
+counter is known at admission as before. Every running sequence's KV grows by the same
+g = E[L] tokens per step (⌊I·g_num / 1024⌋ tokens after I steps: still a common shift of
+every sequence, so the O(block) bookkeeping holds), and the stretch's closed form takes
+the step's verification and draft lines (:func:`sim.models.perf.decode_stretch_time_s`).
+A preempted request keeps the steps it has done (``spec_done``) and the tokens they
+emitted in proportion (1 + ⌊done·(O−1)/S⌋).
+
+**Split deployments** (``pool.role``): a *prefill* replica runs only mixed iterations of
+new prompts; at the end of one each request leaves it with its first token, its KV cache
+held here (``pinned`` blocks, counted against the cache: a prefill side whose hand-offs
+wait stops admitting) until the transfer ends, and goes to the decode router (at once,
+or already when its prefill started: ``decode_choice``). A *decode* replica admits such a
+request first come first served by reserving the blocks of its KV cache (``pinned`` too,
+and a batch slot: ``n_loading``); the transfer then runs and ends at an instant known at
+once (:meth:`sim.models.kv_transfer.KVLink.done_at_s`), after which the request joins the
+batch at the first boundary, decoding from its second token with no prefill. No event
+is spent on the transfer itself: the decode replica plans its runs to end at the first
+boundary at or after the earliest transfer's end, and the prefill replica frees the held
+blocks at its first boundary after it (waking for it when it waits for room).
+
+A reservation is made when the request arrives if nothing waits before it, a slot is
+free and its blocks fit beside the running sequences' KV cache *at their next
+completion* (the most they hold until the batch changes: the same test in both modes);
+otherwise at a later boundary, like any admission. Reservations and joins change neither
+a run's batch nor its KV fit before its planned end, so the closed form holds; when
+pinned blocks leave too little room for the running sequences, even the last one is
+preempted (the reserved requests will run).
 """
 
 from __future__ import annotations
@@ -47,14 +78,20 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
+from heapq import heappop, heappush
 
 from sim.models.perf import (
     decode_stretch_iterations_done,
     decode_stretch_time_s,
 )
+from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
+
+PREFILL, DECODE = 1, 2
+SPEC_DEN = GROWTH_DEN  # a C constant when compiled (replica_ar.pxd)
+ROLES = {"": 0, "prefill": PREFILL, "decode": DECODE}
 
 
 class ARReplica(TimerDriven):
@@ -74,7 +111,8 @@ class ARReplica(TimerDriven):
         "_seg_b", "_seg_context0", "_seg_iters", "_seg_line", "_seg_version", "_start",
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
-        "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks"
+        "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -133,6 +171,22 @@ class ARReplica(TimerDriven):
         self._seg_line = None
         self._seg_b = 0
         self._seg_version = -1
+        # speculative decoding (None: one token per iteration) and split deployments
+        self.role = ROLES[pool.role]
+        self.spec = pool.spec
+        self.gnum = pool.spec.growth_num if pool.spec is not None else GROWTH_DEN
+        self.pinned = 0  # KV blocks outside the running set: held for a transfer (prefill) or reserved (decode)
+        self.n_loading = 0  # decode: requests whose blocks are reserved, their KV cache on its way
+        self.loading: list = []  # decode: heap of (transfer end, request id, request)
+        self.releases: list = []  # prefill: heap of (transfer end, request id, blocks held until then)
+        self._wake = 0.0  # instant of the pending timer while no iterations are in flight
+
+    def _kv(self, counter: int) -> int:
+        """KV tokens every running sequence has gained after ``counter`` iterations:
+        ``counter``, or ⌊counter·g_num / 1024⌋ under speculation (module docstring)."""
+        if self.spec is None:
+            return counter
+        return counter * self.gnum // SPEC_DEN
 
     # --- queries used by routers ---------------------------------------------------
 
@@ -144,25 +198,28 @@ class ARReplica(TimerDriven):
         if counter == self._blocks_counter and self._version == self._blocks_version:
             return self._blocks_value
         b = self.block
+        c = self._kv(counter)
         pad = 0
         residues = self.residues
         for rho in range(b):
             n = residues[rho]
             if n:
-                pad += n * ((-(rho + counter)) % b)
-        value = (self.sum_offsets + self.n_running * counter + pad) // b
+                pad += n * ((-(rho + c)) % b)
+        value = (self.sum_offsets + self.n_running * c + pad) // b
         self._blocks_counter, self._blocks_version, self._blocks_value = counter, self._version, value
         return value
 
     def blocks_used_bounds(self, counter: int) -> tuple[float, float]:
         """O(1) bounds on :meth:`blocks_used`: Σ(a_i+counter)/B ≤ used ≤ that + batch."""
-        low = (self.sum_offsets + self.n_running * counter) / self.block
+        low = (self.sum_offsets + self.n_running * self._kv(counter)) / self.block
         return low, low + self.n_running
 
     def kv_bytes_estimate(self, counter: int) -> float:
         """KV bytes resident at ``counter`` for the HBM-occupancy statistics: the tokens
-        held plus half a block of paging slack per sequence (O(1))."""
-        tokens = self.sum_offsets + self.n_running * counter + self.n_running * (self.block - 1) / 2
+        held plus half a block of paging slack per sequence, and the blocks pinned outside
+        the running set (O(1))."""
+        tokens = (self.sum_offsets + self.n_running * self._kv(counter) + self.n_running * (self.block - 1) / 2
+                  + self.pinned * self.block)
         return min(tokens, self.cap_blocks * self.block) * self.perf.kv_bytes_per_token
 
     def _kv_sync(self) -> None:
@@ -171,7 +228,7 @@ class ARReplica(TimerDriven):
         :meth:`settle`, the only places they change; the sampler runs between): twice the tokens :meth:`kv_bytes_estimate`
         counts at ``iters`` (an integer, so the pool total is exact in any order)."""
         n = self.n_running
-        half = 2 * (self.sum_offsets + n * self.iters) + n * (self.block - 1)
+        half = 2 * (self.sum_offsets + n * self._kv(self.iters) + self.pinned * self.block) + n * (self.block - 1)
         if half > self._kv_half_cap:
             half = self._kv_half_cap
         if half != self._kv_half:
@@ -182,13 +239,14 @@ class ARReplica(TimerDriven):
         """How many of ``limit`` decode iterations from counter ``first`` the KV cache
         can hold."""
         b, blk, last = self.n_running, self.block, first + limit - 1
-        upper = (self.sum_offsets + b * last) / blk + b
-        if upper <= self.cap_blocks:
+        cap = self.cap_blocks - self.pinned
+        upper = (self.sum_offsets + b * self._kv(last)) / blk + b
+        if upper <= cap:
             return limit
         lo, hi = 0, limit
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.blocks_used(first + mid - 1) <= self.cap_blocks:
+            if self.blocks_used(first + mid - 1) <= cap:
                 lo = mid
             else:
                 hi = mid - 1
@@ -201,15 +259,20 @@ class ARReplica(TimerDriven):
         self.next_seq += 1
         w = req.branches
         req.run_seq = seq
-        req.kv_offset = tokens_now - self.iters
+        req.kv_offset = tokens_now - self._kv(self.iters)
         req.start_iter = self.iters
         self.sum_offsets += w * req.kv_offset
         self.residues[req.kv_offset % self.block] += w
         self.n_running += w
         self.pool.running_total += w
         self._version += 1
+        if self.role == PREFILL:  # leaves after its prefill iteration: no completion to wait for
+            return
         heap = self.heap
-        heap.push(self.iters + req.output_tokens - req.generated, seq, req)
+        if self.spec is None:
+            heap.push(self.iters + req.output_tokens - req.generated, seq, req)
+        else:  # the steps left, and the prefill iteration of a first admission
+            heap.push(self.iters + req.steps - req.spec_done + (1 if req.generated == 0 else 0), seq, req)
         self._next_done = heap.next_done()
 
     def _remove_running(self, req: Request) -> None:
@@ -227,22 +290,31 @@ class ARReplica(TimerDriven):
         """Queue ``req``; wake the replica if idle, or cut a decode stretch at the next
         iteration boundary if the request could be admitted there."""
         req.replica = self.index
-        self.outstanding += 1
-        self.waiting.append(req)
         pool = self.pool
+        self.outstanding += 1
         pool.outstanding_total += 1
+        if self.role == DECODE:
+            req.decode_pool = pool.index
+            if req.kv_remote and self._reserve_now(req):
+                for index in pool.watchers:
+                    index.changed(self.index)
+                return
+        self.waiting.append(req)
         pool.queued_total += 1
         for index in pool.watchers:  # RouterFacing._tell_watchers, inlined (once per arrival)
             index.changed(self.index)
         if not self._busy:
             self._busy = True
-            self._start_timer_at(self.env.now)  # same-instant arrivals join one admission
-        elif self._cuttable and len(self.waiting) == 1 and self.n_running + req.branches <= self.max_batch:
+            self._wake = self.env.now
+            self._start_timer_at(self._wake)  # same-instant arrivals join one admission
+        elif (self._cuttable and len(self.waiting) == 1
+              and self.n_running + self.n_loading + req.branches <= self.max_batch):
             block = self.block
             need = -(-req.prompt_tokens // block) * req.branches
             # an upper bound on free blocks keeps the cut test conservative (never misses):
             # the lower bound of blocks_used_bounds(iters)
-            free = self.cap_blocks - math.ceil((self.sum_offsets + self.n_running * self.iters) / block)
+            free = (self.cap_blocks - self.pinned
+                    - math.ceil((self.sum_offsets + self.n_running * self._kv(self.iters)) / block))
             if need <= free - self.watermark_blocks:
                 self._cut()
 
@@ -252,13 +324,20 @@ class ARReplica(TimerDriven):
         # boundaries complete nothing, preempt nothing, or admit nothing
         if self._next_done <= self.iters:
             self._finish_completed()
+        if self.releases:
+            self._release_done()
         n = self.n_running
-        preempted = (self.sum_offsets + n * self.iters) / self.block + n > self.cap_blocks and self._preempt_if_needed()
+        preempted = ((self.sum_offsets + n * self._kv(self.iters)) / self.block + n > self.cap_blocks - self.pinned
+                     and self._preempt_if_needed())
+        if self.loading and self.loading[0][0] <= self.env.now:
+            self._join()
         admitted = [] if preempted or not self.waiting else self._admit()
         if admitted or self.n_running:
             self._begin(admitted)
         else:
             self._busy = False
+            if self.loading or self.releases:
+                self._sleep()
         self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
@@ -294,14 +373,16 @@ class ARReplica(TimerDriven):
         admission was one more cold object per request at thousands of replicas."""
         preempted = False
         n = self.n_running
-        if (self.sum_offsets + n * self.iters) / self.block + n <= self.cap_blocks:  # blocks_used_bounds [1]
+        cap = self.cap_blocks - self.pinned
+        if (self.sum_offsets + n * self._kv(self.iters)) / self.block + n <= cap:  # blocks_used_bounds [1]
             return False
-        if self.blocks_used(self.iters) <= self.cap_blocks:
+        if self.blocks_used(self.iters) <= cap:
             return False
         running = sorted([(seq, req) for seq, req in self.heap.entries() if req.run_seq == seq])  # seqs are unique
-        while len(running) > 1 and self.blocks_used(self.iters) > self.cap_blocks:
+        keep = 0 if self.pinned else 1  # pinned blocks: the reserved requests will run
+        while len(running) > keep and self.blocks_used(self.iters) > cap:
             seq, victim = running.pop()
-            victim.generated += self.iters - victim.start_iter
+            self._note_progress(victim)
             self._remove_running(victim)
             self._stale += 1  # its heap entry stays until popped
             victim.preemptions += 1
@@ -312,36 +393,190 @@ class ARReplica(TimerDriven):
             self._tell_watchers()
         return preempted
 
+    def _note_progress(self, victim: Request) -> None:
+        """A preempted request keeps what it generated (recomputed with its prompt when
+        readmitted): one token per iteration run, or under speculation its steps done and
+        the tokens they emitted in proportion (module docstring)."""
+        run = self.iters - victim.start_iter
+        if self.spec is None:
+            victim.generated += run
+            return
+        victim.spec_done += run - 1 if victim.generated == 0 else run
+        if victim.steps > 0:
+            done = min(victim.spec_done, victim.steps)
+            victim.generated = 1 + (victim.output_tokens - 1) * done // victim.steps
+
     def _admit(self) -> list[Request]:
         admitted: list[Request] = []
         if not self.waiting:
             return admitted
         # exact block count only when the O(1) lower bound on free blocks is not enough
         n = self.n_running  # the upper bound of blocks_used_bounds(iters), inlined (once per admission)
-        free = self.cap_blocks - math.floor((self.sum_offsets + n * self.iters) / self.block + n) - self.watermark_blocks
+        free = (self.cap_blocks - self.pinned - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n)
+                - self.watermark_blocks)
         exact = False
         budget = self.max_prefill_tokens
-        while self.waiting and self.n_running + self.waiting[0].branches <= self.max_batch:
+        reserved = 0
+        while self.waiting and self.n_running + self.n_loading + self.waiting[0].branches <= self.max_batch:
             req = self.waiting[0]
-            tokens = req.prompt_tokens + req.generated
+            remote = req.kv_remote
+            tokens = req.prompt_tokens + (1 if remote else req.generated)  # remote: the prompt and its first token
             need = -(-tokens // self.block) * req.branches
-            if admitted and tokens > budget:
+            if admitted and not remote and tokens > budget:
                 break
             if need > free and not exact:
                 exact = True
-                free = self.cap_blocks - self.blocks_used(self.iters) - self.watermark_blocks
+                free = self.cap_blocks - self.pinned - self.blocks_used(self.iters) - self.watermark_blocks
             if need > free:
                 break
             self.waiting.popleft()
             free -= need
+            if remote:  # a decode replica of a split deployment: reserve, then the KV cache comes
+                self._reserve(req, need)
+                reserved += 1
+                continue
             budget -= tokens
             self._add_running(req, tokens)
             admitted.append(req)
-        if admitted:
-            self.pool.queued_total -= len(admitted)
+        if admitted or reserved:
+            self.pool.queued_total -= len(admitted) + reserved
             for index in self.pool.watchers:  # _tell_watchers, inlined (once per admission)
                 index.changed(self.index)
         return admitted
+
+    # --- split deployments -----------------------------------------------------------
+    def _reserve_now(self, req: Request) -> bool:
+        """Decode side, on arrival: reserve at once when nothing waits before ``req``, a
+        slot is free and its blocks fit beside the running sequences' KV cache at their
+        next completion (module docstring); False to queue it."""
+        if self.waiting or self.n_running + self.n_loading + req.branches > self.max_batch:
+            return False
+        need = -(-(req.prompt_tokens + 1) // self.block) * req.branches
+        used = self.blocks_used(self._next_done - 1) if self.n_running else 0
+        if need > self.cap_blocks - self.pinned - used - self.watermark_blocks:
+            return False
+        self._reserve(req, need)
+        self._kv_sync()  # pinned changed between boundaries
+        ready = self.loading[0][0]
+        if not self._busy:
+            self._busy = True
+            self._wake = ready
+            self._start_timer_at(ready)
+        elif not self._inflight:
+            if ready < self._wake:
+                self._wake = ready
+                self._start_timer_at(ready)
+        elif self._cuttable and ready < self._end_at:
+            self._cut_at(ready)
+        return True
+
+    def _reserve(self, req: Request, need: int) -> None:
+        """Decode side: hold ``need`` blocks and a batch slot for ``req``; its KV cache's
+        transfer from its prefill replica (:mod:`sim.models.kv_transfer`) ends at an
+        instant known now, when the prefill replica will let its copy go."""
+        self.pinned += need
+        self.n_loading += 1
+        now = self.env.now
+        pool = self.pool
+        link = pool.kv_in[req.kv_src_pool]
+        done = link.done_at_s(req.prompt_tokens, now, req.prefill_at_s, req.kv_ready_at_s, pool.layerwise[req.workload])
+        req.kv_done_at_s = done
+        req.decode_queue_s = now - req.kv_ready_at_s if now > req.kv_ready_at_s else 0.0
+        req.kv_transfer_bytes = link.bytes_of(req.prompt_tokens)
+        req.kv_transfer_s = link.transfer_s(req.prompt_tokens)
+        req.handoffs = 1  # the summary's hand-off columns: one transfer, and the wait for decode room
+        req.handoff_s = req.kv_transfer_s
+        req.handoff_wait_s = req.decode_queue_s
+        heappush(self.loading, (done, req.id, req))
+        self.run.pools[req.kv_src_pool].replicas[req.kv_src_replica].release_at(req)
+
+    def _join(self) -> None:
+        """Decode side: the requests whose KV cache has arrived join the running batch
+        (their reserved blocks become theirs; no prefill: they decode from their second
+        token)."""
+        now = self.env.now
+        while self.loading and self.loading[0][0] <= now:
+            req = heappop(self.loading)[2]
+            req.kv_remote = 0
+            req.generated = 1
+            tokens = req.prompt_tokens + 1
+            self.pinned -= -(-tokens // self.block) * req.branches
+            self.n_loading -= 1
+            self._add_running(req, tokens)
+            req.acc_mark = self.acc
+
+    def _sleep(self) -> None:
+        """No iterations to run: wake at the next transfer's end (decode) or release of
+        held blocks (prefill, when a request waits for room), if any."""
+        if self.loading:
+            at = self.loading[0][0]
+        elif self.releases and self.waiting:
+            at = self.releases[0][0]
+        else:
+            return
+        self._busy = True
+        self._wake = at
+        self._start_timer_at(at)
+
+    def release_at(self, req: Request) -> None:
+        """Prefill side: ``req``'s KV cache will have moved at ``req.kv_done_at_s``; its
+        blocks are freed at the first boundary at or after then (one is scheduled when
+        requests wait for room and nothing runs)."""
+        heappush(self.releases, (req.kv_done_at_s, req.id, -(-req.prompt_tokens // self.block)))
+        if not self._busy and self.waiting:
+            self._sleep()
+        elif self._busy and not self._inflight and self.waiting and self.releases[0][0] < self._wake:
+            self._wake = self.releases[0][0]
+            self._start_timer_at(self._wake)
+
+    def _release_done(self) -> None:
+        """Prefill side: free the blocks of every transfer that has ended."""
+        now = self.env.now
+        while self.releases and self.releases[0][0] <= now:
+            self.pinned -= heappop(self.releases)[2]
+
+    def _hand_off(self, admitted: list) -> None:
+        """Prefill side, at the end of a prefill iteration: every request leaves with its
+        first token; a one-token request is done, the others keep their KV cache here
+        (pinned) until it has moved and go to the decode router, now (``at_handoff``) or
+        already at the prefill's start (``at_prefill``, :meth:`_send_early`)."""
+        pool, now, freed = self.pool, self.env.now, False
+        for req in admitted:
+            self._remove_running(req)
+            self.outstanding -= 1
+            pool.outstanding_total -= 1
+            freed = True
+            req.generated = 1
+            if req.output_tokens <= 1:
+                req.status = COMPLETED
+                req.done_at_s = now
+                req.kv_remote = 0
+                self.run.request_finished(req)
+                continue
+            self.pinned += -(-req.prompt_tokens // self.block)  # freed when its transfer ends (release_at)
+            if not pool.at_prefill[req.workload]:
+                self.run.routers[pool.decode_router[req.workload]].handoff(req)
+            elif req.cur_pool != pool.index and req.pool_shares:  # sent at its start: its share here is now known
+                req.pool_shares = req.pool_shares[:-1] + ((pool.index, req.share_s),)
+        if freed:
+            for index in pool.watchers:
+                index.changed(self.index)
+            for listener in self.listeners:
+                listener.pull(self)
+
+    def _send_early(self, admitted: list, end: float) -> None:
+        """Prefill side, at the start of a prefill iteration ending at ``end``: mark where
+        the KV cache is computed and when it is complete; with ``at_prefill`` the decode
+        replica is chosen now, so it can reserve blocks while the prefill runs."""
+        pool, now = self.pool, self.env.now
+        for req in admitted:
+            req.prefill_at_s = now
+            req.kv_ready_at_s = end
+            req.kv_src_pool = pool.index
+            req.kv_src_replica = self.index
+            req.kv_remote = 1
+            if req.output_tokens > 1 and pool.at_prefill[req.workload]:
+                self.run.routers[pool.decode_router[req.workload]].handoff(req)
 
     def _head_fits(self, counter: int) -> bool:
         """Would :meth:`_admit` at a boundary with iteration counter ``counter`` (no
@@ -350,12 +585,13 @@ class ARReplica(TimerDriven):
         watermark (the first admission of a boundary is never held back by the token
         budget)."""
         req = self.waiting[0]
-        if self.n_running + req.branches > self.max_batch:
+        if self.n_running + self.n_loading + req.branches > self.max_batch:
             return False
-        need = -(-(req.prompt_tokens + req.generated) // self.block) * req.branches
-        if need <= self.cap_blocks - math.floor(self.blocks_used_bounds(counter)[1]) - self.watermark_blocks:
+        need = -(-(req.prompt_tokens + (1 if req.kv_remote else req.generated)) // self.block) * req.branches
+        cap = self.cap_blocks - self.pinned
+        if need <= cap - math.floor(self.blocks_used_bounds(counter)[1]) - self.watermark_blocks:
             return True
-        return need <= self.cap_blocks - self.blocks_used(counter) - self.watermark_blocks
+        return need <= cap - self.blocks_used(counter) - self.watermark_blocks
 
     # --- a run of iterations: [one mixed prefill+decode iteration] + n decode-only ------
     # Decode iterations are timed from the segment's anchor: while the batch does not
@@ -380,20 +616,23 @@ class ARReplica(TimerDriven):
         if admitted or self._seg_version != self._version:  # the batch changed: new segment
             self._anchor = anchor = now + t_mixed
             self._seg_iters = after
-            self._seg_context0 = context0 = self.sum_offsets + b * after
-            self._seg_line = line = perf.decode_line(b)
+            self._seg_context0 = context0 = self.sum_offsets + b * self._kv(after)
+            self._seg_line = line = perf.decode_line(b) if self.spec is None else self.spec.line(b)
             self._seg_b = b
             self._seg_version = self._version
         else:
             anchor, context0, line = self._anchor, self._seg_context0, self._seg_line
         j0 = after - self._seg_iters
         remaining = self._next_done - after
-        if self.run.exact:
+        if self.role == PREFILL:  # its requests leave after the prefill iteration
+            n = 0
+            self._send_early(admitted, anchor)
+        elif self.run.exact:
             n = 0 if admitted else 1
         else:
             n = 0
             if remaining > 0:  # _kv_fit_iterations' O(1) test first: the cache nearly always holds them all
-                fits = (self.sum_offsets + b * (after + remaining - 1)) / self.block + b <= self.cap_blocks
+                fits = (self.sum_offsets + b * self._kv(after + remaining - 1)) / self.block + b <= self.cap_blocks - self.pinned
                 n = remaining if fits else self._kv_fit_iterations(remaining, after)
             assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
             # a waiting request that fits at the first boundary inside the stretch is
@@ -402,6 +641,9 @@ class ARReplica(TimerDriven):
             inner = after if admitted else after + 1
             if n > inner - after and self.waiting and self._head_fits(inner):
                 n = inner - after
+            if self.loading and n > inner - after:  # a KV cache arriving: join at the first boundary after it
+                n = self._boundary_index_at(self.loading[0][0], anchor, line, context0, b, j0 + (inner - after),
+                                            j0 + n) - j0
             self._cuttable = True
         self._start = now
         self._admitted = admitted
@@ -431,35 +673,44 @@ class ARReplica(TimerDriven):
             admitted_offsets += r.branches * r.kv_offset
             n_decode -= r.branches
             copied += (r.branches - 1) * tokens
-        context = self.sum_offsets - admitted_offsets + n_decode * self.iters  # of decoders
-        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
-        hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)  # of decoders
+        if self.spec is None:
+            t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
+            hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        else:
+            t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
+            hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
+        self._cut_at(self.env.now)
+        self._cuttable = False
+
+    def _cut_at(self, at: float) -> None:
+        """End the running iterations at the first boundary at or after ``at`` (>= now)."""
         j0, n = self._in_j0, self._in_n
         first = j0 if self._admitted else j0 + 1  # the run's first inner boundary
-        last = j0 + n
-        now, anchor = self.env.now, self._anchor
-        line, context0, b = self._seg_line, self._seg_context0, self._seg_b
-        elapsed = now - anchor
+        j = self._boundary_index_at(at, self._anchor, self._seg_line, self._seg_context0, self._seg_b, first, j0 + n)
+        self._in_n = j - j0
+        self._end_at = end = self._anchor + decode_stretch_time_s(self._seg_line, self._seg_context0, self._seg_b, j)
+        self._start_timer_at(end)
+
+    def _boundary_index_at(self, at: float, anchor: float, line, context0: int, b: int, first: int, last: int) -> int:
+        """The first boundary index j in [first, last] whose instant anchor + T(j) is at
+        or after ``at`` (``last`` if none): the instants both modes reach."""
+        elapsed = at - anchor
         j = first
-        if elapsed > 0:  # past the mixed iteration: the iteration in progress ends at k + 1
+        if elapsed > 0:  # the iteration in progress at ``at`` ends at k + 1
             k = decode_stretch_iterations_done(line, context0, b, last, elapsed)
             j = min(max(first, k + 1), last)
-            if j > first and anchor + decode_stretch_time_s(line, context0, b, j - 1) >= now:
-                j -= 1  # a boundary exactly now
-        end = anchor + decode_stretch_time_s(line, context0, b, j)
-        while end < now and j < last:  # rounding of ``elapsed``; never in practice
+            if j > first and anchor + decode_stretch_time_s(line, context0, b, j - 1) >= at:
+                j -= 1  # a boundary exactly at ``at``
+        while j < last and anchor + decode_stretch_time_s(line, context0, b, j) < at:  # rounding of ``elapsed``
             j += 1
-            end = anchor + decode_stretch_time_s(line, context0, b, j)
-        self._in_n = j - j0
-        self._cuttable = False
-        self._end_at = end
-        self._start_timer_at(end)
+        return j
 
     def _finish(self, end: float | None = None) -> None:
         """Account for the iterations that just ended (at ``end``, default now): the mixed
@@ -477,15 +728,21 @@ class ARReplica(TimerDriven):
             flops, bytes_moved, hbm = self._mix_flops, self._mix_bytes, self._mix_hbm
         if n:
             b = self._seg_b
-            context = self._seg_context0 + b * j0
             hbm = perf.weight_bytes + self.kv_bytes_estimate(self.iters + n - 1)
             self.iters += n
             self.acc += (self._end_at - self._decode_from) / b
-            # decode_stretch_flops + decode_stretch_bytes (same expressions), their shared
-            # Σ contexts computed once
-            contexts = n * context + b * n * (n - 1) / 2.0
-            flops += perf.linear_flops_per_token * b * n + perf.attn_flops_per_pair * contexts
-            bytes_moved += perf.weight_bytes_read(b) * n + perf.kv_bytes_per_token * contexts
+            if self.spec is None:
+                context = self._seg_context0 + b * j0
+                # decode_stretch_flops + decode_stretch_bytes (same expressions), their shared
+                # Σ contexts computed once
+                contexts = n * context + b * n * (n - 1) / 2.0
+                flops += perf.linear_flops_per_token * b * n + perf.attn_flops_per_pair * contexts
+                bytes_moved += perf.weight_bytes_read(b) * n + perf.kv_bytes_per_token * contexts
+            else:
+                spec_flops, spec_bytes = self.spec.stretch_work(b, self._seg_context0 + b * self.spec.growth * j0, n)
+                flops += spec_flops
+                bytes_moved += spec_bytes
+                hbm += self.spec.draft_resident_bytes
         self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
 
     def settle(self) -> None:
@@ -521,4 +778,6 @@ class ARReplica(TimerDriven):
             if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
                 req.admitted_at_s = self._start
                 req.first_token_at_s = end
+        if self.role == PREFILL:
+            self._hand_off(admitted)
 

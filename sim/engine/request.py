@@ -49,7 +49,9 @@ class Request:
         "share_s", "sample_steps", "denoiser_flops", "run_seq", "acc_mark", "kv_offset", "start_iter", "generated",
         "phases", "phase", "reserved_bytes", "journey", "leg", "draws", "leg_dispatched_at_s", "handoffs",
         "handoff_s", "handoff_wait_s", "verifier_calls", "branches", "memory_wait_s", "blocked_at_s", "cur_pool",
-        "pool_shares", "variant", "adapter", "lora",
+        "pool_shares", "variant", "adapter", "lora", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica",
+        "decode_pool", "prefill_at_s", "kv_ready_at_s", "kv_done_at_s", "decode_queue_s", "kv_transfer_bytes",
+        "kv_transfer_s",
     )
 
     def __init__(
@@ -103,6 +105,21 @@ class Request:
         self.variant = 0
         self.adapter = -1
         self.lora = 0
+        # speculative decoding: verification steps done (``steps`` is the total it needs)
+        self.spec_done = 0
+        # a split (prefill/decode) deployment: where the prompt's KV cache was computed,
+        # whether it still sits there, and the hand-off's times
+        self.kv_remote = 0
+        self.kv_src_pool = -1
+        self.kv_src_replica = -1
+        self.decode_pool = -1
+        nan = NAN
+        self.prefill_at_s = nan
+        self.kv_ready_at_s = nan
+        self.kv_done_at_s = nan
+        self.decode_queue_s = nan
+        self.kv_transfer_bytes = nan
+        self.kv_transfer_s = nan
 
     def __repr__(self) -> str:
         return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"

@@ -130,6 +130,17 @@ class Router:
             return
         self._route(req, candidates)
 
+    def handoff(self, req: Request) -> None:
+        """Route a request a prefill pool hands over (the decode side of a split
+        deployment) among the pools that can hold it; there is at least one (the prefill
+        pool rejected at arrival what none could: ``WorkloadKind.reject_reason``)."""
+        if len(self.pools) == 1:  # the one pool: checked at arrival
+            self._route(req, self._all if self._keyed else self.replicas)
+            return
+        candidates = self._eligible(req)
+        if candidates is not None:
+            self._route(req, candidates)
+
     def forward(self, req: Request) -> None:
         """Route a request arriving from an earlier stage of its journey."""
         self._route(req, self._all if self._keyed else self.replicas)

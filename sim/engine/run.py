@@ -51,6 +51,7 @@ class RunContext:
         self.outcomes = None
         self.routers: list = []
         self.on_finished = None  # the operations layer's hook (sim.engine.operations), when a pool has one
+        self.pools: list = []  # the run's pools by index (a split deployment's hand-offs find their prefill replica)
 
     def request_finished(self, req) -> None:
         """``req`` completed or was rejected: its outcome is final."""

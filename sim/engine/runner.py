@@ -17,7 +17,7 @@ from sim.engine.core import FleetRun, ProgressFn, RowSink, run_fleet
 from sim.engine.demand import demand_streams, generate_demand
 from sim.errors import UserError
 from sim.fleet_plan import FleetPlan, ScenarioPlan, resolve
-from sim.scenario import Scenario
+from sim.scenario import MAX_IN_MEMORY_REQUESTS, Scenario
 
 STREAM_AUTO_REQUESTS = 1_000_000
 """``engine.stream: auto`` streams a run whose demand holds more requests than this."""
@@ -74,6 +74,9 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None,
         raise UserError(f"no request arrives in duration_s={scenario.duration_s:g} s (seed {scenario.seed}) for "
                         f"workloads {list(scenario.workloads)}; raise an arrival rate or duration_s")
     stream = use_streaming(scenario, total)
+    if not stream and total > MAX_IN_MEMORY_REQUESTS:  # traces (looped ones too) are only counted here
+        raise UserError(f"the demand holds {total:,} requests; with engine.stream: off at most {MAX_IN_MEMORY_REQUESTS:,} "
+                        f"are held in memory: set engine.stream: auto (or on), or lower the rates or duration_s")
     if stream and sink_for is None:
         raise UserError("this run streams its rows (engine.stream) but nothing was given to receive them")
     if not stream:  # drawn once in memory and shared by the fleets; a streamed run draws as it goes

@@ -4,3 +4,5 @@ run at, the bytes each accelerator holds, the cost of collectives), :mod:`~sim.m
 :mod:`~sim.models.economics` (capex, opex, cost of each request). Functions of the catalog
 and a scenario; no SimPy, no I/O.
 """
+
+import sim._build  # noqa: F401 - chooses the compiled or the source build before perf loads

@@ -29,12 +29,17 @@ Layout (one replica = ``pp`` pipeline stages, each of :func:`stage_accelerators`
 Collectives (α–β model): a collective over n chips costs a latency α(n) = α0 + α1·log2(n)
 (tree depth) plus its bytes over the algorithm bandwidth η_bus·β: ring all-reduce moves
 2(n−1)/n of the message per chip, all-gather and all-to-all (n−1)/n. On the scale-up link
-α0, α1 and η_bus are fitted to Vidur's H100 NVLink all-reduce measurements
-(``accelerators.csv`` ``network_source``); all-gather and all-to-all reuse that latency (no
-table of theirs was available). Across domains the catalog gives one scale-out latency and
-bandwidth per direction and nothing fitted: α1 = 0 and η_bus = 1 are ASSUMED there (a lower
-bound; a ring's latency grows as 2(n−1)·α0). A point-to-point send (a PP activation hop)
-costs α0 + bytes / β.
+α0, α1 and η_bus are those of the chip's fabric (:data:`FABRICS`, by the catalog's
+``scaleup_fabric``), fitted per fabric and group size to published all-reduce measurements
+(:mod:`fleets.fabric_fit`): NVIDIA's TensorRT-LLM custom all-reduce on HGX H100/H200, HGX
+B200/B300, GB200/GB300 NVL72 and PCIe RTX PRO 6000 / L40S, vLLM's on Arc Pro B60, AMD's
+aiter all-reduce on MI355X; a fabric with no measurement (TPU ICI, Gaudi, Trainium) keeps
+Vidur's H100 NCCL fit and says so. A full-mesh fabric (AMD xGMI: one link per peer) gives a
+group of n only (n − 1) peer links: β(n) = min(β, (n − 1)·β_peer). All-gather and
+all-to-all reuse the all-reduce latency (no table of theirs was available). Across domains
+the catalog gives one scale-out latency and bandwidth per direction and nothing fitted:
+α1 = 0 and η_bus = 1 are ASSUMED there (a lower bound; a ring's latency grows as
+2(n−1)·α0). A point-to-point send (a PP activation hop) costs α0 + bytes / β.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fleets.catalog import BYTES_PER_PARAM, Accelerator, Model, check_precision
+from fleets.catalog import Accelerator, Model
 from sim.errors import UserError
 
 ATTENTION_KINDS = ("autoregressive", "diffusion_lm")  # kinds whose TP shards split attention heads
@@ -197,8 +202,7 @@ def replica_weight_bytes(model: Model, precision: str, tp: int = 1, ep: int = 1)
     Raises UserError for an unknown precision."""
     if ep <= 1 or not model.is_moe:
         return model.weight_bytes(precision)
-    per_param = BYTES_PER_PARAM[check_precision(precision, f"model '{model.key}'")]
-    return ((ep // tp) * model.shared_params + model.n_experts * model.expert_params) * per_param
+    return (ep // tp) * model.shared_weight_bytes(precision) + model.n_experts * model.expert_weight_bytes(precision)
 
 
 def weight_bytes_per_accelerator(model: Model, precision: str, tp: int = 1, ep: int = 1, pp: int = 1) -> float:
@@ -207,8 +211,7 @@ def weight_bytes_per_accelerator(model: Model, precision: str, tp: int = 1, ep: 
     ``pp`` stages). Raises UserError for an unknown precision."""
     if ep <= 1 or not model.is_moe:
         return model.weight_bytes(precision) / tp / pp
-    per_param = BYTES_PER_PARAM[check_precision(precision, f"model '{model.key}'")]
-    return (model.shared_params / tp + model.n_experts * model.expert_params / ep) * per_param / pp
+    return (model.shared_weight_bytes(precision) / tp + model.n_experts * model.expert_weight_bytes(precision) / ep) / pp
 
 
 # --- collectives -------------------------------------------------------------------------
@@ -216,18 +219,100 @@ def weight_bytes_per_accelerator(model: Model, precision: str, tp: int = 1, ep: 
 @dataclass(frozen=True, slots=True)
 class Link:
     """One interconnect as the collectives see it: latency α0 (s), latency per doubling of
-    the group α1 (s), bandwidth β per accelerator per direction (bytes/s) and the fraction
-    η_bus of β a collective achieves."""
+    the group α1 (s), bandwidth β per accelerator per direction (bytes/s), the fraction
+    η_bus of β a collective achieves, and for a full-mesh fabric the bandwidth of one peer
+    link (bytes/s; 0: switched, every group gets β)."""
 
     latency_s: float
     latency_log2_s: float
     bw_bytes_per_s: float
     bus_efficiency: float
+    peer_bw_bytes_per_s: float = 0.0
+
+    def group_bw_bytes_per_s(self, group: int) -> float:
+        """β seen by a group of ``group`` chips: min(β, (group − 1)·β_peer) on a full mesh."""
+        if self.peer_bw_bytes_per_s and group > 1:
+            return min(self.bw_bytes_per_s, (group - 1) * self.peer_bw_bytes_per_s)
+        return self.bw_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    """Published collective figures of one scale-up fabric: the all-reduce latency α0 + α1·log2(n)
+    (s), bus efficiency η_bus of ``link_bw_bytes_per_s`` (the per-chip β the fit used),
+    the bandwidth of one peer link on a full mesh (0: switched), how well the α–β line
+    fits the measurements (median / max relative error over 2 KiB–64 MiB), the source and
+    a status word (``accelerators.csv`` ``network_status`` vocabulary)."""
+
+    alpha0_s: float
+    alpha_log2_s: float
+    bus_efficiency: float
+    link_bw_bytes_per_s: float
+    peer_bw_bytes_per_s: float
+    median_rel_error: float
+    max_rel_error: float
+    status: str
+    source: str
+
+
+_AIC = "github.com/ai-dynamo/aiconfigurator systems/data/{}/comm/{}/custom_allreduce_perf.parquet @095f58a51c4c"
+_FIT = ("; fleets/fabric_fit.py on fleets/data/reference/collectives/allreduce_latency.csv "
+        "(non-negative least squares on the relative error, 2 KiB-64 MiB)")
+# Per scale-up fabric (the catalog's ``scaleup_fabric``); the numbers are what
+# ``python -m fleets.fabric_fit`` prints for the shipped measurements (tests check it).
+FABRICS: dict[str, Fabric] = {
+    "nvlink4-hgx8": Fabric(2.08e-6, 0.61e-6, 0.569, 450e9, 0.0, 0.10, 0.58, "derived",
+                           "NVLink 4 NVSwitch, 8-GPU HGX: TensorRT-LLM 1.3.0rc20 custom all-reduce (AUTO, CUDA "
+                           "graphs) measured on H100 and H200 at TP2/4/8, " + _AIC.format("h{1,2}00_sxm", "trtllm/1.3.0rc20") + _FIT),
+    "nvlink5-hgx8": Fabric(3.73e-6, 0.75e-6, 0.462, 900e9, 0.0, 0.07, 0.51, "derived",
+                           "NVLink 5 NVSwitch, 8-GPU HGX: TensorRT-LLM 1.3.0rc20 custom all-reduce measured on "
+                           "B200 and B300 at TP2/4/8, " + _AIC.format("b{2,3}00_sxm", "trtllm/1.3.0rc20") + _FIT),
+    "nvlink5-nvl72": Fabric(3.27e-6, 0.84e-6, 0.489, 900e9, 0.0, 0.07, 0.32, "derived",
+                            "NVLink 5 rack NVSwitch (GB200/GB300 NVL72): TensorRT-LLM 1.3.0rc20 custom all-reduce "
+                            "measured at TP2/4 (larger groups extrapolated in log2 n), "
+                            + _AIC.format("gb{2,3}00", "trtllm/1.3.0rc20") + _FIT),
+    "pcie5-x16": Fabric(0.0, 7.58e-6, 0.422, 64e9, 0.0, 0.14, 0.64, "derived",
+                        "PCIe Gen5 x16 through a switch, no NVLink (RTX PRO 6000 Blackwell Server): TensorRT-LLM "
+                        "1.3.0rc20 custom all-reduce at TP2/4/8, " + _AIC.format("rtx_pro_6000_server", "trtllm/1.3.0rc20") + _FIT),
+    "pcie4-x16": Fabric(0.0, 8.29e-6, 0.441, 32e9, 0.0, 0.43, 0.92, "derived",
+                        "PCIe Gen4 x16, no NVLink (L40S; applied to L4): TensorRT-LLM 1.3.0rc20 custom all-reduce at "
+                        "TP2/4/8, " + _AIC.format("l40s", "trtllm/1.3.0rc20") + _FIT + "; TP8 crosses CPU sockets and "
+                        "runs at a fifth of TP2's bandwidth, hence the poor fit"),
+    "pcie5-x8": Fabric(25.78e-6, 5.87e-6, 0.775, 28.4e9, 0.0, 0.13, 0.46, "derived",
+                       "PCIe Gen5 x8 (Arc Pro B60): vLLM 0.20 custom all-reduce (eager) at TP2/4/8, "
+                       + _AIC.format("b60", "vllm/0.20.0") + _FIT),
+    "xgmi-mi355x": Fabric(4.36e-6, 0.61e-6, 0.776, 537.6e9, 76.8e9, 0.01, 0.05, "derived",
+                          "AMD Infinity Fabric full mesh, 7 links x 76.8 GB/s per dir (MI350X/MI355X): aiter custom "
+                          "all-reduce at TP8, 24 KiB-1.5 MiB (github.com/vllm-project/vllm pull 39080, 2026-04-06)"
+                          + _FIT + "; alpha1 ASSUMED = nvlink4-hgx8's (one group size measured)"),
+    "xgmi-mi300x": Fabric(4.36e-6, 0.61e-6, 0.698, 448e9, 64e9, 0.0, 0.0, "assumed",
+                          "AMD Infinity Fabric full mesh, 7 links x 64 GB/s per dir (MI300X/MI325X): latency ASSUMED "
+                          "= xgmi-mi355x's (same aiter/vLLM stack, no MI300X small-message table found); eta_bus "
+                          "= RCCL all-reduce busbw 312.9 GB/s of 448 at 8 GPUs, 4 GiB (2 GPUs: 47.7 of 64 = 0.745; "
+                          "github.com/stas00/ml-engineering network/README.md @744d01e18b79)"),
+    "vidur-nccl-h100": Fabric(14.2e-6, 5.1e-6, 0.733, 450e9, 0.0, 0.06, 0.0, "assumed",
+                              "no measurement of this fabric: Vidur's H100 NVLink NCCL all-reduce fit (n = 2, 4, 8; "
+                              "2 KiB-64 MiB; microsoft/vidur @7d47513 data/profiling/network/h100_dgx/all_reduce.csv; "
+                              "fleets/vidur_efficiency.all_reduce_fit) transferred"),
+}
+
+
+def fabric(key: str) -> Fabric:
+    """The fabric ``key`` of :data:`FABRICS`; UserError naming the allowed keys."""
+    if key not in FABRICS:
+        raise UserError(f"unknown scale-up fabric {key!r}; allowed: {', '.join(sorted(FABRICS))}")
+    return FABRICS[key]
 
 
 def scaleup_link(accelerator: Accelerator) -> Link:
-    """The scale-up link (NVLink, Infinity Fabric, ICI ...) inside one domain, with the
-    fitted α0, α1 and η_bus of ``accelerators.csv`` (``network_source``)."""
+    """The scale-up link (NVLink, Infinity Fabric, PCIe, ICI ...) inside one domain: the
+    row's β (``scaleup_gbps_per_dir``) with the latency, η_bus and peer bandwidth of its
+    ``scaleup_fabric`` (:data:`FABRICS`); a row without a fabric (a user's own part, the
+    SRAM machines) keeps its own α0, α1 and η_bus columns."""
+    if accelerator.scaleup_fabric:
+        f = fabric(accelerator.scaleup_fabric)
+        return Link(f.alpha0_s, f.alpha_log2_s, accelerator.scaleup_bw_bytes_per_s, f.bus_efficiency,
+                    f.peer_bw_bytes_per_s)
     return Link(accelerator.scaleup_latency_s, accelerator.scaleup_latency_log2_s,
                 accelerator.scaleup_bw_bytes_per_s, accelerator.scaleup_bus_efficiency)
 
@@ -252,12 +337,12 @@ def collective_latency_s(link: Link, group: int) -> float:
 
 def allreduce_time_s(link: Link, message_bytes: float, group: int) -> float:
     """One ring all-reduce of ``message_bytes`` over ``group`` chips, s:
-    ``α0 + α1·log2(n) + 2(n−1)/n · bytes / (η_bus · β)``; 0 for a group of one. On the
-    scale-up link fitted to Vidur's H100 NVLink measurements (``network_source``)."""
+    ``α0 + α1·log2(n) + 2(n−1)/n · bytes / (η_bus · β(n))``; 0 for a group of one. On the
+    scale-up link α0, α1 and η_bus are the fabric's (:data:`FABRICS`)."""
     if group <= 1:
         return 0.0
     return (collective_latency_s(link, group)
-            + 2.0 * (group - 1) / group * message_bytes / (link.bus_efficiency * link.bw_bytes_per_s))
+            + 2.0 * (group - 1) / group * message_bytes / (link.bus_efficiency * link.group_bw_bytes_per_s(group)))
 
 
 def allgather_time_s(link: Link, message_bytes: float, group: int) -> float:
@@ -267,7 +352,7 @@ def allgather_time_s(link: Link, message_bytes: float, group: int) -> float:
     if group <= 1:
         return 0.0
     return (collective_latency_s(link, group)
-            + (group - 1) / group * message_bytes / (link.bus_efficiency * link.bw_bytes_per_s))
+            + (group - 1) / group * message_bytes / (link.bus_efficiency * link.group_bw_bytes_per_s(group)))
 
 
 def alltoall_time_s(link: Link, message_bytes: float, group: int) -> float:
@@ -278,7 +363,7 @@ def alltoall_time_s(link: Link, message_bytes: float, group: int) -> float:
     if group <= 1:
         return 0.0
     return (collective_latency_s(link, group)
-            + (group - 1) / group * message_bytes / (link.bus_efficiency * link.bw_bytes_per_s))
+            + (group - 1) / group * message_bytes / (link.bus_efficiency * link.group_bw_bytes_per_s(group)))
 
 
 def send_time_s(link: Link, message_bytes: float) -> float:

@@ -59,8 +59,8 @@ import math
 
 from fleets.catalog import Accelerator, Model, default_attention_precision, default_kv_precision
 from sim.models.parallelism import (
-    LayoutError, allreduce_time_s, alltoall_time_s, check_ep, check_tp, link_for, replica_weight_bytes,
-    scaleup_link, send_time_s, stage_accelerators, stored_kv_bytes_per_token,
+    LayoutError, allreduce_time_s, alltoall_time_s, check_ep, check_tp, kv_replication, link_for,
+    replica_weight_bytes, scaleup_link, send_time_s, stage_accelerators, stored_kv_bytes_per_token,
 )
 from sim.models.sram import pipeline_latency_s
 
@@ -71,24 +71,37 @@ class DecodeLine:
     """Decode iteration time as a function of the batch's total context C (tokens), batch
     size fixed: ``t(C) = max(c0 + c1·C, m0 + m1·C) + k`` seconds.
 
+    A speculative-decoding step (:mod:`sim.models.speculation`) is a verification forward
+    (this line) plus ``dn`` forwards of a ``draft`` line at the same context, and grows each
+    sequence's context by ``g`` tokens (the expected tokens a step emits) instead of one:
+    ``t(C) = max(c0 + c1·C, m0 + m1·C) + k + dn · draft.t(C)``.
+
     Memoised per batch size (:meth:`PerfModel.decode_line`) and shared: never mutated.
     A slotted class, not a dataclass, so that the compiled build can make it an
     extension type with C double fields (``perf.pxd``)."""
 
-    __slots__ = ("c0", "c1", "m0", "m1", "k")
+    __slots__ = ("c0", "c1", "m0", "m1", "k", "g", "dn", "draft")
 
-    def __init__(self, c0: float, c1: float, m0: float, m1: float, k: float) -> None:
+    def __init__(self, c0: float, c1: float, m0: float, m1: float, k: float, g: float = 1.0,
+                 draft: "DecodeLine | None" = None, dn: float = 0.0) -> None:
         self.c0 = c0
         self.c1 = c1
         self.m0 = m0
         self.m1 = m1
         self.k = k
+        self.g = g
+        self.draft = draft
+        self.dn = dn
 
     def __repr__(self) -> str:
-        return f"DecodeLine(c0={self.c0!r}, c1={self.c1!r}, m0={self.m0!r}, m1={self.m1!r}, k={self.k!r})"
+        extra = "" if self.draft is None and self.g == 1.0 else f", g={self.g!r}, dn={self.dn!r}, draft={self.draft!r}"
+        return f"DecodeLine(c0={self.c0!r}, c1={self.c1!r}, m0={self.m0!r}, m1={self.m1!r}, k={self.k!r}{extra})"
 
     def time_s(self, context_tokens: float) -> float:
-        return max(self.c0 + self.c1 * context_tokens, self.m0 + self.m1 * context_tokens) + self.k
+        t = max(self.c0 + self.c1 * context_tokens, self.m0 + self.m1 * context_tokens) + self.k
+        if self.draft is not None:
+            t += self.dn * self.draft.time_s(context_tokens)
+        return t
 
 
 class PerfModel:
@@ -135,18 +148,29 @@ class PerfModel:
         self.peak_flops = accelerator.peak_flops(precision) * group
         attention_peak = accelerator.peak_flops(self.attention_precision) * group
         self.peak_bw_bytes_per_s = accelerator.memory_bw_bytes_per_s * group
-        self.compute_rate = self.peak_flops * accelerator.compute_efficiency
+        self.compute_efficiency = compute_efficiency(accelerator, model, precision)
+        self.compute_rate = self.peak_flops * self.compute_efficiency
         self.mem_rate = self.peak_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.overhead_s = accelerator.iteration_overhead_s + iteration_overhead_s
         if accelerator.memory_kind == "sram":  # layer chain latency of an SRAM machine
             self.overhead_s += sum(pipeline_latency_s(accelerator, model, precision, tp * pp))
         self.weight_bytes = replica_weight_bytes(model, precision, tp, self.ep)
         self.kv_bytes_per_token = stored_kv_bytes_per_token(model, self.kv_precision, tp)
+        # sliding-window layers: a bounded cache per sequence (read every decode step) and a
+        # bounded number of keys per query (fleets.catalog.Model.kv_bytes_per_sequence)
+        self.kv_bytes_per_sequence = model.kv_bytes_per_sequence(self.kv_precision) * kv_replication(model, tp)
         self.linear_flops_per_token = 2.0 * model.active_params
-        self.attn_flops_per_pair = 4.0 * (model.layers or 0) * (model.heads or 0) * (model.head_dim or 0)
+        # per (query, key) pair over the layers that see the whole context: decode (MLA:
+        # the weight-absorbed form) and prefill (MLA: the naive form); equal otherwise
+        layers = model.context_attention_layers if model.layers else 0
+        self.attn_flops_per_pair = model.attention_flops_per_pair_layer(decode=True) * layers
+        self.prefill_attn_flops_per_pair = model.attention_flops_per_pair_layer(decode=False) * layers
+        window = (model.local_attention_tokens or 0) * model.window_attention_layers
+        self.window_attn_flops_per_token = model.attention_flops_per_pair_layer(decode=True) * window
+        self.prefill_window_attn_flops_per_token = model.attention_flops_per_pair_layer(decode=False) * window
         # attention FLOP cost time at the attention peak: priced as linear-rate FLOP x this
         self.attn_time_weight = self.peak_flops / attention_peak
-        self._bytes_per_param = model.weight_bytes(precision) / model.params if model.params else 0.0
+        self.expert_bytes = model.expert_weight_bytes(precision)  # one routed expert, all layers
         self._comm = _CommModel(accelerator, model, tp, pp, group)
         if accelerator.memory_kind == "sram":  # the chain latency above has the hops and TP reductions
             self._comm.hops = 0
@@ -165,9 +189,8 @@ class PerfModel:
         m = self.model
         if not m.n_experts or m.n_experts <= 1 or tokens <= 0:
             return self.weight_bytes
-        expert_bytes = m.expert_params * self._bytes_per_param
-        shared_bytes = self.weight_bytes - m.n_experts * expert_bytes  # × ep/tp groups under EP
-        return shared_bytes + expected_experts_touched(m.n_experts, m.experts_per_token, tokens) * expert_bytes
+        shared_bytes = self.weight_bytes - m.n_experts * self.expert_bytes  # × ep/tp groups under EP
+        return shared_bytes + expected_experts_touched(m.n_experts, m.experts_per_token, tokens) * self.expert_bytes
 
     def comm_time_s(self, tokens: float) -> float:
         """TP all-reduces and PP hops for a forward over ``tokens`` tokens, s."""
@@ -194,32 +217,71 @@ class PerfModel:
     def _decode_line(self, batch: int) -> DecodeLine:
         if self._ep is not None:
             return self._ep.decode_line(batch)
+        window_flops = self.window_attn_flops_per_token * self.attn_time_weight * batch
         return DecodeLine(
-            c0=self.linear_flops_per_token * batch / self.compute_rate,
+            c0=(self.linear_flops_per_token * batch + window_flops) / self.compute_rate,
             c1=self.attn_flops_per_pair * self.attn_time_weight / self.compute_rate,
-            m0=self.weight_bytes_read(batch) / self.mem_rate,
+            m0=(self.weight_bytes_read(batch) + self.kv_bytes_per_sequence * batch) / self.mem_rate,
             m1=self.kv_bytes_per_token / self.mem_rate,
             k=self._comm.time_s(batch) + self.overhead_s,
         )
 
+    def verify_line(self, batch: int, tokens_per_sequence: int) -> DecodeLine:
+        """Coefficients of one forward over ``tokens_per_sequence`` new tokens of each of
+        ``batch`` sequences (a speculative verification: k drafted tokens + 1): linear FLOP
+        and weights for batch × tokens tokens, each token attending to its sequence's
+        context (c1 × tokens) and to the new tokens before it (q(q−1)/2 pairs per
+        sequence, in c0), the KV cache read once per sequence (m1), TP all-reduces of
+        batch × tokens tokens. Equal to :meth:`decode_line` at one token."""
+        q = tokens_per_sequence
+        tokens = batch * q
+        within = self.attn_flops_per_pair * self.attn_time_weight * batch * q * (q - 1) / 2.0
+        if self._ep is not None:
+            ep = self._ep
+            return DecodeLine(
+                c0=(ep.shared_linear_flops_per_token * tokens + within) / ep.dp / ep.group_compute,
+                c1=self.attn_flops_per_pair * self.attn_time_weight * q / ep.dp / ep.group_compute,
+                m0=ep.shared_bytes / ep.group_memory,
+                m1=self.kv_bytes_per_token / ep.dp / ep.group_memory,
+                k=ep.fixed_s(tokens),
+            )
+        return DecodeLine(
+            c0=(self.linear_flops_per_token * tokens + within) / self.compute_rate,
+            c1=self.attn_flops_per_pair * self.attn_time_weight * q / self.compute_rate,
+            m0=self.weight_bytes_read(tokens) / self.mem_rate,
+            m1=self.kv_bytes_per_token / self.mem_rate,
+            k=self._comm.time_s(tokens) + self.overhead_s,
+        )
+
     def decode_flops(self, batch: int, context_tokens: float) -> float:
-        return self.linear_flops_per_token * batch + self.attn_flops_per_pair * context_tokens
+        """FLOP of one decode iteration of ``batch`` sequences with total context ``context_tokens``."""
+        return ((self.linear_flops_per_token + self.window_attn_flops_per_token) * batch
+                + self.attn_flops_per_pair * context_tokens)
 
     def decode_bytes(self, batch: int, context_tokens: float) -> float:
-        return self.weight_bytes_read(batch) + self.kv_bytes_per_token * context_tokens
+        """Bytes one decode iteration moves: weights touched, the context's KV cache and the
+        sliding-window caches of every sequence."""
+        return (self.weight_bytes_read(batch) + self.kv_bytes_per_sequence * batch
+                + self.kv_bytes_per_token * context_tokens)
 
     def decode_time_s(self, batch: int, context_tokens: float) -> float:
         """One decode iteration: ``batch`` sequences whose contexts sum to ``context_tokens``."""
         if self._ep is not None:
             return self.decode_line(batch).time_s(context_tokens)
         flops_at_linear_rate = (self.linear_flops_per_token * batch
-                                + self.attn_flops_per_pair * self.attn_time_weight * context_tokens)
+                                + (self.window_attn_flops_per_token * batch + self.attn_flops_per_pair * context_tokens)
+                                * self.attn_time_weight)
         return self.time_s(flops_at_linear_rate, self.decode_bytes(batch, context_tokens), batch)
 
+    def prefill_attention_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
+        """Attention FLOP of prefilling prompts with Σn = new_tokens and Σn² = new_tokens_sq:
+        causal n²/2 pairs per prompt on the context layers, at most the window per token on
+        the sliding layers (an upper bound by W²/2 pairs per prompt and layer)."""
+        return 0.5 * self.prefill_attn_flops_per_pair * new_tokens_sq + self.prefill_window_attn_flops_per_token * new_tokens
+
     def prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
-        """FLOP of prefilling prompts with Σn = new_tokens and Σn² = new_tokens_sq (causal
-        attention: n²/2 pairs per prompt)."""
-        return self.linear_flops_per_token * new_tokens + 0.5 * self.attn_flops_per_pair * new_tokens_sq
+        """FLOP of prefilling prompts with Σn = new_tokens and Σn² = new_tokens_sq."""
+        return self.linear_flops_per_token * new_tokens + self.prefill_attention_flops(new_tokens, new_tokens_sq)
 
     def mixed_cost(
         self, new_tokens: float, new_tokens_sq: float, batch: int, context_tokens: float, copied_tokens: float = 0.0
@@ -232,19 +294,52 @@ class PerfModel:
             (time_s, flops, bytes)
         """
         tokens = new_tokens + batch
-        flops = self.prefill_flops(new_tokens, new_tokens_sq) + self.attn_flops_per_pair * context_tokens
-        flops += self.linear_flops_per_token * batch
+        attn_flops = (self.prefill_attention_flops(new_tokens, new_tokens_sq)
+                      + self.attn_flops_per_pair * context_tokens + self.window_attn_flops_per_token * batch)
+        flops = self.linear_flops_per_token * tokens + attn_flops
         kv_tokens = context_tokens + new_tokens + 2 * copied_tokens  # a copy reads and writes
-        bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens
-        attn_flops = 0.5 * self.attn_flops_per_pair * new_tokens_sq + self.attn_flops_per_pair * context_tokens
+        window_bytes = self.kv_bytes_per_sequence * batch
+        bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens + window_bytes
         if self._ep is not None:
-            return self._ep.iteration_s(tokens, attn_flops * self.attn_time_weight, kv_tokens), flops, bytes_moved
+            return (self._ep.iteration_s(tokens, attn_flops * self.attn_time_weight, kv_tokens, window_bytes),
+                    flops, bytes_moved)
         timed = flops + (self.attn_time_weight - 1.0) * attn_flops
         return self.time_s(timed, bytes_moved, tokens), flops, bytes_moved
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
         """Prefill of one prompt alone, s (the TTFT floor of an idle replica)."""
         return self.mixed_cost(prompt_tokens, float(prompt_tokens) ** 2, 0, 0.0)[0]
+
+
+# Kernel class of diffusion_efficiency_factor (fitted on SDXL's UNet: convolutions, FP16
+# attention under FP8 GEMMs): convolutional image denoisers (UNets) and conv VAEs, the
+# rows of these kinds without a transformer layer count. A DiT (FLUX.1: 57 transformer
+# blocks) is transformer GEMMs plus attention, costed at η_c like an LLM prefill (no
+# diffusion DiT result to fit it on); video DiTs are costed by sim.models.video_parallel.
+DIFFUSION_KINDS = ("image_diffusion", "vae_decoder")
+
+
+def is_conv_diffusion(model: Model) -> bool:
+    """Does ``model`` take ``diffusion_efficiency_factor``: a UNet denoiser or a VAE decoder
+    (kind in :data:`DIFFUSION_KINDS`, no transformer ``layers``)?"""
+    return model.kind in DIFFUSION_KINDS and not model.layers
+
+
+def compute_efficiency(accelerator: Accelerator, model: Model, precision: str) -> float:
+    """Achievable fraction of the dense peak for ``model``'s math at ``precision`` on
+    ``accelerator``: η_c (dense transformer GEMMs) times the kernel-class factor of the
+    model (``moe_efficiency_factor`` for a mixture of experts: grouped expert GEMMs and
+    routing; ``diffusion_efficiency_factor`` for UNets and VAEs, :func:`is_conv_diffusion`) times
+    ``fp4_efficiency_factor`` at fp4, at most 1.  The factors are fitted across chips by
+    ``dcsim validate`` (:mod:`sim.studies.validate`; ``efficiency_source``)."""
+    eta = accelerator.compute_efficiency
+    if model.is_moe:
+        eta *= accelerator.moe_efficiency_factor
+    if is_conv_diffusion(model):
+        eta *= accelerator.diffusion_efficiency_factor
+    if precision == "fp4":
+        eta *= accelerator.fp4_efficiency_factor
+    return min(eta, 1.0)
 
 
 def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float:
@@ -263,16 +358,15 @@ class _ExpertParallel:
         self.perf = perf
         self.ep = perf.ep
         self.dp = perf.ep // tp
-        chip_compute = accelerator.peak_flops(precision) * accelerator.compute_efficiency
+        chip_compute = accelerator.peak_flops(precision) * perf.compute_efficiency
         chip_memory = accelerator.memory_bw_bytes_per_s * accelerator.bandwidth_efficiency
         self.group_compute = chip_compute * tp
         self.group_memory = chip_memory * tp
         self.chip_compute = chip_compute
         self.chip_memory = chip_memory
-        per_param = perf._bytes_per_param
         self.shared_linear_flops_per_token = 2.0 * (model.active_params - model.experts_per_token * model.expert_params)
-        self.shared_bytes = model.shared_params * per_param  # one attention group's copy
-        self.expert_bytes = model.expert_params * per_param
+        self.shared_bytes = model.shared_weight_bytes(precision)  # one attention group's copy
+        self.expert_bytes = model.expert_weight_bytes(precision)
         self.expert_flops_per_token = 2.0 * model.experts_per_token * model.expert_params
         self.n_experts, self.top_k = model.n_experts, model.experts_per_token
         # per MoE layer: dispatch + combine, each an all-to-all in which every GPU sends its
@@ -303,19 +397,23 @@ class _ExpertParallel:
 
     def decode_line(self, batch: int) -> DecodeLine:
         p = self.perf
+        window_flops = p.window_attn_flops_per_token * p.attn_time_weight * batch
         return DecodeLine(
-            c0=self.shared_linear_flops_per_token * batch / self.dp / self.group_compute,
+            c0=(self.shared_linear_flops_per_token * batch + window_flops) / self.dp / self.group_compute,
             c1=p.attn_flops_per_pair * p.attn_time_weight / self.dp / self.group_compute,
-            m0=self.shared_bytes / self.group_memory,
+            m0=(self.shared_bytes + p.kv_bytes_per_sequence * batch / self.dp) / self.group_memory,
             m1=p.kv_bytes_per_token / self.dp / self.group_memory,
             k=self.fixed_s(batch),
         )
 
-    def iteration_s(self, tokens: float, attention_flops_timed: float, kv_tokens: float) -> float:
+    def iteration_s(self, tokens: float, attention_flops_timed: float, kv_tokens: float,
+                    window_bytes: float = 0.0) -> float:
         """An iteration over ``tokens`` tokens whose attention costs ``attention_flops_timed``
-        (at the linear-layer rate) and reads/writes ``kv_tokens`` of KV cache, s."""
+        (at the linear-layer rate) and reads/writes ``kv_tokens`` of KV cache plus
+        ``window_bytes`` of sliding-window caches, s."""
         compute = (self.shared_linear_flops_per_token * tokens + attention_flops_timed) / self.dp / self.group_compute
-        memory = (self.shared_bytes + self.perf.kv_bytes_per_token * kv_tokens / self.dp) / self.group_memory
+        kv_bytes = self.perf.kv_bytes_per_token * kv_tokens + window_bytes
+        memory = (self.shared_bytes + kv_bytes / self.dp) / self.group_memory
         return max(compute, memory) + self.fixed_s(tokens)
 
 
@@ -427,15 +525,34 @@ clamp to the stretch's length anyway, and the cap keeps it an exact 64-bit integ
 
 def decode_stretch_time_s(line: DecodeLine, context0: float, batch: int, n: int) -> float:
     """Total time of ``n`` decode iterations with a fixed batch whose total context starts
-    at ``context0`` and grows by ``batch`` tokens per iteration (closed form, O(1)).
+    at ``context0`` and grows by ``batch`` × ``line.g`` tokens per iteration (closed form,
+    O(1)).
 
     Iteration j costs ``max(a1 + b1·j, a2 + b2·j) + k``; the two lines cross at most once,
-    so the sum splits into two arithmetic series at the crossing.
+    so the sum splits into two arithmetic series at the crossing. A speculative step adds
+    ``dn`` forwards of its draft line, summed the same way.
     """
     if n <= 0:
         return 0.0
-    a1, b1 = line.c0 + line.c1 * context0, line.c1 * batch
-    a2, b2 = line.m0 + line.m1 * context0, line.m1 * batch
+    if line.draft is not None:
+        growth = batch * line.g
+        return _line_stretch_s(line, context0, growth, n) + line.dn * _line_stretch_s(line.draft, context0, growth, n)
+    # one max() line (the common case, inlined): _line_stretch_s with growth = batch·g
+    growth = batch * line.g
+    a1, b1 = line.c0 + line.c1 * context0, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0, line.m1 * growth
+    if a1 < a2:
+        a1, b1, a2, b2 = a2, b2, a1, b1  # (a1, b1): the line ahead at j = 0
+    if b2 <= b1:  # the line ahead stays ahead: one series
+        return n * (a1 + line.k) + b1 * (n - 1) * n / 2.0
+    split = _first_index_where_second_wins(a1, b1, a2, b2, n)
+    return _series(a1, b1, 0, split) + _series(a2, b2, split, n) + n * line.k
+
+
+def _line_stretch_s(line: DecodeLine, context0: float, growth: float, n: int) -> float:
+    """Σ_{j<n} max(c0 + c1·C_j, m0 + m1·C_j) + k with C_j = context0 + growth·j (n >= 1)."""
+    a1, b1 = line.c0 + line.c1 * context0, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0, line.m1 * growth
     if a1 < a2:
         a1, b1, a2, b2 = a2, b2, a1, b1  # (a1, b1): the line ahead at j = 0
     if b2 <= b1:  # the line ahead stays ahead: one series
@@ -454,7 +571,10 @@ def decode_stretch_iterations_done(
     the quadratic formula; the result is then checked against the exact sum (so float
     rounding can never make it disagree with :func:`decode_stretch_time_s`).
     """
-    guess = _solve_iterations(line, context0, batch, n, elapsed_s)
+    if line.draft is not None:  # a sum of two max() lines: piecewise quadratic, three pieces at most
+        guess = _solve_spec_iterations(line, context0, batch * line.g, n, elapsed_s)
+    else:
+        guess = _solve_iterations(line, context0, batch * line.g, n, elapsed_s)
     k = min(max(guess, 0), n)
     while k > 0 and decode_stretch_time_s(line, context0, batch, k) > elapsed_s:
         k -= 1
@@ -463,10 +583,11 @@ def decode_stretch_iterations_done(
     return k
 
 
-def _solve_iterations(line: DecodeLine, context0: float, batch: int, n: int, elapsed_s: float) -> int:
-    """Approximate inverse of the stretch time (see decode_stretch_iterations_done)."""
-    a1, b1 = line.c0 + line.c1 * context0 + line.k, line.c1 * batch
-    a2, b2 = line.m0 + line.m1 * context0 + line.k, line.m1 * batch
+def _solve_iterations(line: DecodeLine, context0: float, growth: float, n: int, elapsed_s: float) -> int:
+    """Approximate inverse of the stretch time (see decode_stretch_iterations_done);
+    ``growth``: context tokens added per iteration."""
+    a1, b1 = line.c0 + line.c1 * context0 + line.k, line.c1 * growth
+    a2, b2 = line.m0 + line.m1 * context0 + line.k, line.m1 * growth
     split = _first_index_where_second_wins(a1 - line.k, b1, a2 - line.k, b2, n)
     if a1 >= a2:
         first_a, first_b, second_a, second_b = a1, b1, a2, b2
@@ -476,6 +597,39 @@ def _solve_iterations(line: DecodeLine, context0: float, batch: int, n: int, ela
     if elapsed_s < head or split >= n:
         return _quadratic_count(first_a, first_b, 0, elapsed_s)
     return split + _quadratic_count(second_a + second_b * split, second_b, 0, elapsed_s - head)
+
+
+def _solve_spec_iterations(line: DecodeLine, context0: float, growth: float, n: int, elapsed_s: float) -> int:
+    """Approximate inverse of a speculative stretch's time (verification line plus ``dn``
+    draft lines): per iteration a + b·j on at most three pieces between the two lines'
+    crossings, each piece's count from the quadratic formula."""
+    d = line.draft
+    # each max(): the line ahead at j = 0, the other, and where the other takes over
+    va1, vb1 = line.c0 + line.c1 * context0, line.c1 * growth
+    va2, vb2 = line.m0 + line.m1 * context0, line.m1 * growth
+    if va1 < va2:
+        va1, vb1, va2, vb2 = va2, vb2, va1, vb1
+    vs = _first_index_where_second_wins(va1, vb1, va2, vb2, n) if vb2 > vb1 else n
+    da1, db1 = d.c0 + d.c1 * context0, d.c1 * growth
+    da2, db2 = d.m0 + d.m1 * context0, d.m1 * growth
+    if da1 < da2:
+        da1, db1, da2, db2 = da2, db2, da1, db1
+    ds = _first_index_where_second_wins(da1, db1, da2, db2, n) if db2 > db1 else n
+    fixed = line.k + line.dn * d.k
+    first_cut, second_cut = min(vs, ds), max(vs, ds)
+    spent = 0.0
+    start = 0
+    for stop in (first_cut, second_cut, n):
+        if stop <= start:
+            continue
+        a = (va1 if start < vs else va2) + line.dn * (da1 if start < ds else da2) + fixed
+        b = (vb1 if start < vs else vb2) + line.dn * (db1 if start < ds else db2)
+        piece = _series(a, b, start, stop)
+        if elapsed_s < spent + piece:
+            return start + _quadratic_count(a + b * start, b, 0, elapsed_s - spent)
+        spent += piece
+        start = stop
+    return n
 
 
 def _quadratic_count(a: float, b: float, _start: int, budget: float) -> int:
@@ -521,10 +675,12 @@ def _series(a: float, b: float, start: int, stop: int) -> float:
 def decode_stretch_flops(perf: PerfModel, batch: int, context0: float, n: int) -> float:
     """FLOP of ``n`` decode iterations (closed form)."""
     contexts = n * context0 + batch * n * (n - 1) / 2.0
-    return perf.linear_flops_per_token * batch * n + perf.attn_flops_per_pair * contexts
+    return ((perf.linear_flops_per_token + perf.window_attn_flops_per_token) * batch * n
+            + perf.attn_flops_per_pair * contexts)
 
 
 def decode_stretch_bytes(perf: PerfModel, batch: int, context0: float, n: int) -> float:
     """Bytes moved by ``n`` decode iterations (closed form)."""
     contexts = n * context0 + batch * n * (n - 1) / 2.0
-    return perf.weight_bytes_read(batch) * n + perf.kv_bytes_per_token * contexts
+    return ((perf.weight_bytes_read(batch) + perf.kv_bytes_per_sequence * batch) * n
+            + perf.kv_bytes_per_token * contexts)

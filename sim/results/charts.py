@@ -8,6 +8,8 @@ fleet keeps one colour in every chart: pass the same :func:`fleet_colors` map to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import math
 from typing import Iterable, Mapping
 
@@ -62,20 +64,56 @@ def _fleets(df: pd.DataFrame) -> list[str]:
 
 # --- KPI cards ----------------------------------------------------------------------
 
-def perf_bands(scenario, accelerators: Mapping) -> dict[str, tuple[float, list[str]] | None]:
-    """Per fleet of ``scenario``: (the performance model's uncertainty band in ±%, the
-    accelerators whose efficiency was transferred), or None when every accelerator of
-    the fleet is calibrated: :func:`fleets.catalog.perf_band`, the rule ``planner.csv``
-    (``perf_band_pct``) and the text report use too; ``accelerators``: the catalog's
-    accelerators by key."""
-    return {fleet.name: perf_band(accelerators, (p.accelerator for p in fleet.pools)) for fleet in scenario.fleets}
+@dataclass(frozen=True)
+class FleetBands:
+    """The performance model's uncertainty bands (±%) in one fleet: per pool (its
+    accelerator's ``efficiency_band_pct``), per workload (the widest band among the pools
+    that serve it, with those pools' accelerators), and ``widest`` for the fleet's totals
+    (a sum of pools is known no better than its least certain pool)."""
+
+    pools: dict
+    workloads: dict
+    widest: tuple[float, list[str]] | None
+
+    def workload(self, name: str) -> tuple[float, list[str]] | None:
+        return self.workloads.get(name)
 
 
-def band_text(band: tuple[float, list[str]] | None) -> str:
-    """'±25% (transferred: b200)' or 'calibrated' for the fleet card."""
+def perf_bands(scenario, accelerators: Mapping) -> dict[str, FleetBands]:
+    """Per fleet of ``scenario``: its :class:`FleetBands`, from each pool's accelerator
+    (``accelerators``: the catalog's, by key; :func:`fleets.catalog.perf_band` for a set of
+    pools). The bands come from ``dcsim validate``'s leave-one-accelerator-out residuals."""
+    out = {}
+    for fleet in scenario.fleets:
+        pools = {p.name: perf_band(accelerators, [p.accelerator]) for p in fleet.pools}
+        workloads = {}
+        for w in {w for p in fleet.pools for w in p.serves}:
+            serving = [p.accelerator for p in fleet.pools if w in p.serves]
+            workloads[w] = perf_band(accelerators, serving)
+        out[fleet.name] = FleetBands({k: None if v is None else v[0] for k, v in pools.items()}, workloads,
+                                     perf_band(accelerators, (p.accelerator for p in fleet.pools)))
+    return out
+
+
+def _fleet_band(band) -> tuple[float, list[str]] | None:
+    return band.widest if isinstance(band, FleetBands) else band
+
+
+def _workload_band(band, workload: str) -> tuple[float, list[str]] | None:
+    return band.workload(workload) if isinstance(band, FleetBands) else band
+
+
+def band_text(band) -> str:
+    """The fleet card's band line: each pool's band ('a ±28%, b ±27%'), or the one band of
+    a (band, accelerators) tuple; 'no band' when none is known."""
+    if isinstance(band, FleetBands):
+        known = {k: v for k, v in band.pools.items() if v is not None}
+        if not known:
+            return "no band (dcsim validate gave none)"
+        return "per pool: " + ", ".join(f"{k} ±{v:g}%" for k, v in known.items()) + " (held-out residuals)"
     if band is None:
-        return "calibrated (MLPerf fit)"
-    return f"±{band[0]:g}% on latency, throughput, $ (transferred: {', '.join(band[1])})"
+        return "no band (dcsim validate gave none)"
+    return f"±{band[0]:g}% on latency, throughput, $ ({', '.join(band[1])})"
 
 
 def with_band(text: str, band: tuple[float, list[str]] | None) -> str:
@@ -83,12 +121,11 @@ def with_band(text: str, band: tuple[float, list[str]] | None) -> str:
     return text if band is None or text in (MISSING, "") else f"{text} ±{band[0]:g}%"
 
 
-def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band: tuple[float, list[str]] | None = None,
-              ownership: str = "own") -> dict[str, str]:
+def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band=None, ownership: str = "own") -> dict[str, str]:
     """Headline numbers of one fleet, formatted: capex, opex/month, IT power (average and
     max), worst SLO attainment, facility energy per day, output tokens per MW (± the
-    performance model's ``band`` from :func:`perf_bands`, when given), own vs rent
-    $/hour, and the band itself.  Costs per request or token are per workload
+    widest pool band of :func:`perf_bands`, when given: a fleet total is known no better
+    than its least certain pool), own vs rent $/hour, and each pool's band.  Costs per request or token are per workload
     (:func:`kpi_workloads`): an average over chat tokens, images and searches would mean
     nothing. Under ``ownership: rent`` there is no capex (buying's price is shown as such)
     and the opex is the rent."""
@@ -102,7 +139,7 @@ def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band: tuple[float, list[s
                                if "it_power_avg_kw" in fleet else f"{human(fleet['it_power_max_kw'])} kW"),
         "worst SLO attainment": percent(slo, decimals=1),
         "energy / day": f"{human(fleet['facility_energy_kwh_per_day'])} kWh" if "facility_energy_kwh_per_day" in fleet else "—",
-        "output tokens/s per MW": with_band(human(fleet["output_tokens_per_s_per_mw"]), band)
+        "output tokens/s per MW": with_band(human(fleet["output_tokens_per_s_per_mw"]), _fleet_band(band))
                                   if "output_tokens_per_s_per_mw" in fleet else "—",
         "own / rent per hour": (f"{usd(fleet['own_cost_usd_per_hour'])} / {usd(fleet['rent_usd_per_hour'])}"
                                 if "own_cost_usd_per_hour" in fleet else "—"),
@@ -111,13 +148,14 @@ def kpi_fleet(fleet: pd.Series, summary: pd.DataFrame, band: tuple[float, list[s
     return out
 
 
-def kpi_workloads(summary: pd.DataFrame, fleet: str, band: tuple[float, list[str]] | None = None) -> pd.DataFrame:
+def kpi_workloads(summary: pd.DataFrame, fleet: str, bands=None) -> pd.DataFrame:
     """Per workload of one fleet: p99 TTFT / E2E (≥ when the run is unstable: lower
     bounds), offered / served / goodput rates, rejections, SLO attainment and why
-    requests missed, $/request, status. With ``band`` (:func:`perf_bands`) latency,
-    served throughput and costs carry the performance model's ± band."""
+    requests missed, $/request, status. With ``bands`` (:func:`perf_bands`) latency,
+    served throughput and costs carry the ± band of the pools serving that workload."""
     rows = []
     for _, r in summary[summary["fleet"] == fleet].iterrows():
+        band = _workload_band(bands, r["workload"])
         missed = not pd.isna(r["slo_attainment"]) and r["slo_attainment"] < r["slo_target"]
         bound = "≥ " if r.get("tails_lower_bound", False) else ""
         rows.append({

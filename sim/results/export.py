@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.errors import UserError
+from sim.results.outputs import MARKER, mark, output_dir
 from sim.results.tables import Results
 from sim.scenario import scenario_to_yaml
 
@@ -52,6 +53,9 @@ FLOAT_FORMAT = "%.10g"
 OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "timeseries.parquet", "scenario.yaml")
 OPERATIONS_FILES = ("operations.csv", "capacity.csv")
 """Written besides :data:`OUTPUT_FILES` when a pool has residency, autoscale or failures."""
+RESULT_NAMES = (*OUTPUT_FILES, *OPERATIONS_FILES, "requests", "headroom.csv")
+"""Everything a ``run --out`` directory may hold (``requests/``: streamed cells;
+``headroom.csv``: ``--planner`` with headroom), besides dcsim's marker."""
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 
@@ -85,6 +89,7 @@ def write_files(results: Results, directory: Path) -> None:
     write_csv(results.fleets, directory / "fleets.csv")
     write_parquet(results.timeseries, directory / "timeseries.parquet")
     (directory / "scenario.yaml").write_text(scenario_to_yaml(results.scenario), encoding="utf-8")
+    mark(directory, "run")
     for path in directory.iterdir():
         path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)
     directory.chmod(DIR_MODE)
@@ -99,6 +104,19 @@ def make_dirs(directory: Path) -> None:
     for new in reversed(missing):
         new.mkdir(exist_ok=True)
         new.chmod(DIR_MODE)
+
+
+def claim_dir(directory: Path, command: str) -> None:
+    """Create ``directory`` (0755, parents too) and leave dcsim's marker in it
+    (:data:`sim.results.outputs.MARKER`: later runs may write there again).
+
+    Raises:
+        UserError: it cannot be created or written."""
+    try:
+        make_dirs(directory)
+    except OSError as err:
+        raise UserError(f"{directory}: cannot create it ({err.strerror})") from None
+    write_file_atomic(directory / MARKER, lambda p: p.write_text(f"written by dcsim {command}\n", encoding="utf-8"))
 
 
 def remove_leftovers(target: Path) -> list[Path]:
@@ -157,34 +175,24 @@ def _write_failed(target: Path, err: OSError) -> UserError:
     return UserError(f"{target}: cannot write ({reason}); nothing was written, any earlier result is unchanged")
 
 
-def check_replaceable(out_dir: Path) -> None:
-    """Refuse to replace anything but an empty directory or an earlier result directory.
+def check_replaceable(out_dir: Path, force: bool = False) -> Path:
+    """Refuse to replace anything but a new or empty directory or an earlier result
+    directory of dcsim (:func:`sim.results.outputs.output_dir`); returns it resolved.
 
     Raises:
-        UserError: ``out_dir`` is a file, or a directory holding other files (replacing
-            it would delete them).
+        UserError: ``out_dir`` is a file, a link or a device, the current directory, or
+            a directory holding other files (replacing it would delete them).
     """
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise UserError(f"--out {out_dir}: exists and is not a directory; choose another path")
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in (*OUTPUT_FILES, *OPERATIONS_FILES, "requests"))
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-        raise UserError(
-            f"--out {out_dir}: directory holds files that are not dcsim results ({shown}); "
-            f"it would be replaced as a whole, so choose an empty or new directory"
-        )
+    return output_dir(out_dir, "--out", force=force, replace_files=RESULT_NAMES)
 
 
-def write_results(results: Results, out_dir: str | Path) -> Path:
+def write_results(results: Results, out_dir: str | Path, force: bool = False) -> Path:
     """Write ``results`` to ``out_dir`` atomically (see module docstring); returns the path.
 
     Raises:
         UserError: ``out_dir`` cannot be replaced or its parent cannot be written.
     """
-    out_dir = Path(out_dir).absolute()
-    check_replaceable(out_dir)
+    out_dir = check_replaceable(Path(out_dir), force)
     remove_leftovers(out_dir)
     try:
         make_dirs(out_dir.parent)
@@ -227,8 +235,9 @@ def write_file_atomic(path: str | Path, write, cleanup: bool = True) -> Path:
     Raises:
         UserError: the directory cannot be created or written."""
     path = Path(path).absolute()
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory; give a file path")
+    if path.is_symlink() or path.exists() and not path.is_file():
+        raise UserError(f"{path}: is {'a symlink' if path.is_symlink() else 'not a regular file'}; dcsim writes "
+                        f"regular files only, never through a link or onto a device")
     if cleanup:
         remove_leftovers(path)
     try:

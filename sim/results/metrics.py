@@ -3,7 +3,8 @@ per-workload summary is :mod:`sim.results.summary`).
 
 - ``pool_table``: per pool, over the measurement window [warmup_s, duration_s): busy
   fraction, MFU (achieved FLOP/s ÷ peak), memory-bandwidth utilisation, HBM occupancy
-  (mean, peak), arithmetic intensity, racks, power and costs, and the saturation signals
+  (mean, peak), arithmetic intensity, the performance model's band (``perf_band_pct``:
+  ± % of its accelerator, from ``dcsim validate``), racks, power and costs, and the saturation signals
   sampled over time (:mod:`sim.results.saturation`: batch against ``max_batch``, KV
   occupancy, queue length, backlog trend).
 - ``fleet_table``: per fleet, the pools summed: accelerators, capex, opex, power.
@@ -74,6 +75,7 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
             ridge_flop_per_byte=perf.ridge_flops_per_byte,
             achieved_flops_per_s=_ratio(raw["flops"], raw["busy_s"]),
             peak_flops_per_s=perf.peak_flops,
+            perf_band_pct=_band(perf.accelerator.efficiency_band_pct),
         )
     else:
         row.update(accelerators=0, nodes=0, nodes_per_rack=1, racks=0, empty_slots=0)
@@ -90,6 +92,12 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
                it_power_idle_w=pool_costs(pool, econ, 0.0, a_c, a_m)["it_power_avg_w"],
                it_power_busy_w=busy_all["it_power_avg_w"])
     return row
+
+
+def _band(pct: float | None) -> float:
+    """The pool's performance-model band (±%, its accelerator's ``efficiency_band_pct``
+    from dcsim validate's held-out residuals); NaN when the catalog gives none."""
+    return math.nan if pct is None else float(pct)
 
 
 def _ratio(a: float, b: float) -> float:

@@ -31,10 +31,10 @@ Columns (units in the names; plain numbers, no currency strings):
   below 1 means the fleet misses an SLO at today's load (0 if even
   :data:`HEADROOM_MIN` × the load fails); ``HEADROOM_MAX`` means "at least that".
   ``headroom_pct`` = (m − 1) × 100. NaN when headroom was not computed.
-- ``perf_band_pct``: ± uncertainty (%) of this row's latency, throughput and cost from the
-  fleet's accelerators whose efficiencies were transferred, not calibrated (the widest
-  ``efficiency_band_pct`` among them, from ``dcsim validate``'s leave-one-accelerator-out
-  residuals); NaN when every accelerator is calibrated.
+- ``perf_band_pct``: ± uncertainty (%) of this row's latency, throughput and cost: the
+  widest ``efficiency_band_pct`` among the fleet's accelerators (every chip has one, from
+  ``dcsim validate``'s leave-one-accelerator-out residuals: its own for a calibrated chip,
+  its vendor's for a transferred one); NaN when none of them has a band.
 """
 
 from __future__ import annotations

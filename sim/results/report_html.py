@@ -142,7 +142,7 @@ def _comparison(results: Results, colors: dict, bands: dict) -> str:
     names = list(results.fleets["fleet"])
     if len(names) < 2:
         return ""
-    band_pct = {name: None if band is None else band[0] for name, band in bands.items()}
+    band_pct = {name: None if band.widest is None else band.widest[0] for name, band in bands.items()}
     table = charts.compare_all(results.summary, results.fleets, band_pct)
     shown = charts.format_comparison(table, names)
     columns = ["scope", "metric", *names, "best", "spread", "beyond_band"]
@@ -208,16 +208,17 @@ def default_report_path(directory: str | Path) -> Path:
     return directory.with_name(directory.name + ".html")
 
 
-def write_report(directory: str | Path, out: str | Path | None = None) -> Path:
-    """Write the report of ``directory`` to ``out`` (default :func:`default_report_path`).
+def write_report(directory: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
+    """Write the report of ``directory`` to ``out`` (default :func:`default_report_path`),
+    atomically; an existing file is replaced only when it is a dcsim report (or ``force``).
 
     Raises:
-        UserError: not a result directory, or ``out`` cannot be written."""
-    path = Path(out) if out is not None else default_report_path(directory)
+        UserError: not a result directory, or ``out`` cannot be written (a link, a
+            device, someone else's file: :func:`sim.results.outputs.output_file`)."""
+    from sim.results.export import write_file_atomic
+    from sim.results.outputs import output_file, report_signature
+
+    path = output_file(out if out is not None else default_report_path(directory), "--out", force=force,
+                       signature=report_signature)
     page = report_html(directory)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
-    except OSError as err:
-        raise UserError(f"--out {path}: cannot write the report ({err.strerror})") from None
-    return path
+    return write_file_atomic(path, lambda p: p.write_text(page, encoding="utf-8"))

@@ -68,18 +68,58 @@ def seconds(x: float) -> str:
 
 # --- tables -------------------------------------------------------------------------
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None) -> str:
-    """Columns padded to their widest cell; ``right[i]`` right-aligns column i."""
-    rows = [list(r) for r in rows]
+DEFAULT_WIDTH = 120
+"""Characters per line of the text tables when the caller does not say (``COLUMNS`` for
+the CLI: :func:`text_width`)."""
+
+
+def text_width(environ=None) -> int:
+    """The terminal width the CLI formats for: ``COLUMNS`` when it is a number of at least
+    40, else :data:`DEFAULT_WIDTH` (never the terminal's own size: the same command prints
+    the same bytes wherever it runs)."""
+    import os
+
+    value = (os.environ if environ is None else environ).get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) >= 40 else DEFAULT_WIDTH
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None,
+          width: int | None = DEFAULT_WIDTH) -> str:
+    """Columns padded to their widest cell; ``right[i]`` right-aligns column i. A table
+    wider than ``width`` characters (None: no limit) is split into blocks of consecutive
+    columns, each repeating the first (key) column and fitting the width, one below the
+    other; a single column wider than the width stays whole."""
+    rows = [[str(c) for c in r] for r in rows]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    blocks = _column_blocks(widths, width)
 
-    def line(cells: Sequence[str]) -> str:
-        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
-        return "  ".join(parts).rstrip()
+    def render(cols: list[int]) -> str:
+        def line(cells: Sequence[str]) -> str:
+            parts = [cells[i].rjust(widths[i]) if right[i] else cells[i].ljust(widths[i]) for i in cols]
+            return "  ".join(parts).rstrip()
 
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+        rule = "  ".join("-" * widths[i] for i in cols)
+        return "\n".join([line([str(h) for h in headers]), rule, *(line(r) for r in rows)])
+
+    return "\n\n".join(render(cols) for cols in blocks)
+
+
+def _column_blocks(widths: list[int], width: int | None) -> list[list[int]]:
+    """Column indices per block: all of them when they fit ``width``, else the key column
+    0 followed by as many of the next columns as fit, block after block."""
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width or len(widths) <= 2:
+        return [list(range(len(widths)))]
+    blocks, current = [], [0]
+    used = widths[0]
+    for i in range(1, len(widths)):
+        if len(current) > 1 and used + 2 + widths[i] > width:
+            blocks.append(current)
+            current, used = [0], widths[0]
+        current.append(i)
+        used += 2 + widths[i]
+    blocks.append(current)
+    return blocks
 
 
 def _latency_unit(values: pd.Series) -> tuple[str, float]:
@@ -133,7 +173,7 @@ def _misses(row: pd.Series) -> str:
     return " / ".join(MISSING if _missing(c) else str(int(c)) for c in counts)
 
 
-def workload_table(name: str, g: pd.DataFrame) -> str:
+def workload_table(name: str, g: pd.DataFrame, width: int | None = DEFAULT_WIDTH) -> str:
     """One workload across fleets: latency tails, throughput, SLO, costs, status."""
     kind = str(g["kind"].iloc[0])
     spec = kind_of(kind)
@@ -181,10 +221,10 @@ def workload_table(name: str, g: pd.DataFrame) -> str:
     columns.append([_status(r) for _, r in g.iterrows()])
     right = [0 < i < len(headers) - 1 for i in range(len(headers))]
     title = f"Workload {name} ({kind}): {int(g['requests'].iloc[0])} measured requests"
-    text = f"{title}\n{table(headers, zip(*columns), right)}"
+    text = f"{title}\n{table(headers, zip(*columns), right, width)}"
     if g.get("tails_lower_bound", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
-        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count "
-                 "with the time they had waited when the run ended")
+        text += ("\n  ≥ lower bounds: the backlog of an unstable run grows, so its unfinished requests count"
+                 "\n    with the time they had waited when the run ended")
     return text
 
 
@@ -219,8 +259,10 @@ def _count(n, noun: str) -> str:
 def _pool_row(p: pd.Series) -> list[str]:
     shape = (f"{int(p['replicas'])} × tp{int(p['tp'])}" + (f" pp{int(p['pp'])}" if int(p["pp"]) > 1 else "")
              + (f" ep{int(p['ep'])}" if int(p.get("ep", 1)) > 1 else ""))
+    band = p.get("perf_band_pct")
     return [
-        str(p["pool"]), str(p["accelerator"]), str(p["model"]), str(p["precision"]), shape,
+        str(p["pool"]), str(p["accelerator"]), MISSING if _missing(band) else f"±{band:.0f}%",
+        str(p["model"]), str(p["precision"]), shape,
         percent(p["busy_fraction"]), percent(p.get("mfu")), percent(p.get("bandwidth_utilisation")),
         f"{percent(p.get('hbm_mean_fraction'))} / {percent(p.get('hbm_peak_fraction'))}",
         _intensity(p),
@@ -252,19 +294,20 @@ def _intensity(p: pd.Series) -> str:
 
 
 def _band_line(pools: pd.DataFrame) -> str:
-    """How sure the fleet's latency, throughput and cost are (catalog efficiency status)."""
-    from fleets.catalog import perf_band
-    from fleets.catalog_io import load_catalog
+    """How sure each pool's latency, throughput and cost are: its accelerator's band from
+    dcsim validate's held-out residuals (the pool table's ``perf_band_pct``)."""
+    if "perf_band_pct" not in pools.columns:
+        return "no band (dcsim validate gave none)"
+    known = [(str(p["pool"]), p["perf_band_pct"]) for _, p in pools.iterrows() if not _missing(p["perf_band_pct"])]
+    if not known:
+        return "no band (dcsim validate gave none)"
+    bands = sorted({round(band) for _, band in known})
+    spread = f"±{bands[0]}%" if len(bands) == 1 else f"±{bands[0]}-{bands[-1]}% (band column)"
+    return f"{spread} on latency, throughput and cost (q80 of held-out errors, dcsim validate)"
 
-    keys = sorted(set(pools["accelerator"])) if "accelerator" in pools.columns else []
-    band = perf_band(load_catalog().accelerators, keys)
-    if band is None:
-        return "calibrated accelerators (MLPerf fit): no transfer band"
-    return (f"±{band[0]:.0f}% on latency, throughput and cost ({', '.join(band[1])}: efficiency transferred, "
-            f"not measured; dcsim catalog)")
 
-
-def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own") -> str:
+def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own",
+                width: int | None = DEFAULT_WIDTH) -> str:
     """One fleet: hardware and money on top, then a row per pool. Under ``ownership:
     rent`` the fleet has no capex (the purchase price is shown as what buying would cost)
     and opex is the rent."""
@@ -280,12 +323,12 @@ def fleet_table(fleet: pd.Series, pools: pd.DataFrame, ownership: str = "own") -
         *_energy_lines(fleet),
         f"  perf model     {_band_line(pools)}",
     ]
-    headers = ["pool", "accelerator", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
+    headers = ["pool", "accelerator", "band", "model", "precision", "replicas", "busy", "MFU", "mem-BW util",
                "HBM mean/peak", "FLOP/byte vs ridge", "batch/replica (of max)", "KV or act. mean/peak",
                "queue mean/end", "backlog"]
     rows = [_pool_row(p) for _, p in pools.iterrows()]
-    right = [5 <= i < len(headers) - 1 for i in range(len(headers))]
-    return "\n".join(lines) + "\n" + table(headers, rows, right)
+    right = [6 <= i < len(headers) - 1 for i in range(len(headers))]
+    return "\n".join(lines) + "\n" + table(headers, rows, right, width)
 
 
 def _energy_lines(fleet: pd.Series) -> list[str]:
@@ -302,8 +345,9 @@ def _energy_lines(fleet: pd.Series) -> list[str]:
     return lines
 
 
-def run_report(results: Results) -> str:
-    """The whole stdout report of ``dcsim run``: scenario line, workloads, fleets."""
+def run_report(results: Results, width: int | None = DEFAULT_WIDTH) -> str:
+    """The whole stdout report of ``dcsim run``: scenario line, workloads, fleets, every
+    table within ``width`` characters (None: unlimited)."""
     sc = results.scenario
     head = (f"Scenario {sc.name}: seed {sc.seed}, {seconds(sc.duration_s)} of arrivals, "
             f"measured after {seconds(sc.warmup_s)} warm-up, {len(sc.fleets)} fleet(s)")
@@ -314,10 +358,10 @@ def run_report(results: Results) -> str:
         if g.empty:
             parts.append(f"Workload {name} ({wl.kind}): no requests arrived in the measurement window")
         else:
-            parts.append(workload_table(name, g))
+            parts.append(workload_table(name, g, width))
     for _, fleet in results.fleets.iterrows():
         parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]],
-                                 sc.economics.ownership))
+                                 sc.economics.ownership, width))
     if results.operations is not None:
         parts.append(operations_table(results.operations))
     return "\n\n".join(parts) + "\n"

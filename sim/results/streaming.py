@@ -36,15 +36,19 @@ in-memory cell summary as a streamed whole run equals an in-memory one.
 
 from __future__ import annotations
 
+import errno
 import tempfile
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.engine.core import FleetRun
+from sim.errors import UserError
 from sim.models.economics import attribute_costs, cost_rates, held_shares
 from sim.results.metrics import fleet_table, pool_table
 from sim.fleet_plan import FleetPlan
@@ -145,11 +149,28 @@ def _write(writer, path: Path, df: pd.DataFrame):
     return writer
 
 
+@contextmanager
+def spool_errors() -> Iterator[None]:
+    """Turn a failed write to the temporary spool (a full or read-only ``TMPDIR``) into
+    a :class:`~sim.errors.UserError` saying where and what to do."""
+    try:
+        yield
+    except OSError as err:
+        full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+        reason = "it is full" if full else (err.strerror or type(err).__name__)
+        raise UserError(f"the temporary directory {tempfile.gettempdir()} cannot hold this run's streamed rows "
+                        f"({reason}); set TMPDIR to a directory with free space (nothing was written)") from None
+
+
 class StreamSpool:
-    """Temporary directory holding a streamed run's files (removed with this object)."""
+    """Temporary directory holding a streamed run's files (removed with this object).
+
+    Raises:
+        UserError: the temporary directory cannot be created (:func:`spool_errors`)."""
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="dcsim-stream-")
+        with spool_errors():
+            self._dir = tempfile.TemporaryDirectory(prefix="dcsim-stream-")
         self.path = Path(self._dir.name)
 
     def cleanup(self) -> None:

@@ -65,6 +65,8 @@ MISS_REASONS = ("rejected", "unfinished", "ttft", "tpot", "e2e")
 
 _TAIL_METRICS = ("ttft_s", "tpot_s", "e2e_s")
 _MEAN_COLUMNS = ("handoffs", "handoff_s", "handoff_wait_s", "sample_steps", "verifier_calls", "images")
+# summed only when the rows have them (the columns of a split deployment or of speculation)
+_OPTIONAL_SUMS = ("kv_transfer_bytes", "kv_transfer_s", "decode_queue_s", "tokens_per_step")
 
 
 # --- quantiles -------------------------------------------------------------------------
@@ -253,7 +255,24 @@ class WorkloadAccumulator:
         s["done_output_tokens"] += int(done["output_tokens"].sum())
         for column in _MEAN_COLUMNS:
             s[column] += done[column].sum()
+        self._add_optional(done)
         self._add_costs(done, shares)
+
+    def _add_optional(self, done: pd.DataFrame) -> None:
+        """Sums behind the split-deployment and speculation columns (when the rows have
+        them): KV bytes and transfer and decode-queue times of the requests that were
+        handed over (``kv_handoffs`` of them), and the decode tokens and verification
+        steps of the requests that speculated."""
+        c, s = self.counts, self.sums
+        if "kv_transfer_bytes" in done:
+            moved = done["kv_transfer_bytes"].notna()
+            c["kv_handoffs"] += int(moved.sum())
+            for column in ("kv_transfer_bytes", "kv_transfer_s", "decode_queue_s"):
+                s[column] += float(done.loc[moved, column].sum())
+        if "tokens_per_step" in done:
+            stepped = done["steps"] > 0
+            s["spec_steps"] += int(done.loc[stepped, "steps"].sum())
+            s["spec_tokens"] += int((done.loc[stepped, "output_tokens"] - 1).sum())
 
     def _add_misses(self, g: pd.DataFrame, slo) -> None:
         """Count each measured request that missed the SLO once, under the first reason of

@@ -14,7 +14,7 @@ from sim.engine.runner import run_scenario as engine_run
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
 from sim.results.summary import summarize_in_memory
-from sim.results.streaming import FleetStream, StreamSpool, assemble_streamed
+from sim.results.streaming import FleetStream, StreamSpool, assemble_streamed, spool_errors
 from sim.scenario import Scenario
 
 
@@ -67,9 +67,10 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
             spool.append(StreamSpool())
         return FleetStream(plan, spool[0].path, rows=scenario.engine.output == "rows")
 
-    run = engine_run(scenario, progress, sink_for)
-    if run.streamed:
-        return _assemble_streamed(scenario, run.runs, run.sinks, spool[0])
+    with spool_errors():  # a full TMPDIR under a streamed run: a clear error, not a traceback
+        run = engine_run(scenario, progress, sink_for)
+        if run.streamed:
+            return _assemble_streamed(scenario, run.runs, run.sinks, spool[0])
     return assemble_results(scenario, run.runs)
 
 

@@ -78,9 +78,10 @@ from sim.errors import UserError
 from sim.fleet_plan import FleetPlan, resolve, resolve_fleet
 from sim.models.economics import attribute_costs
 from sim.results.metrics import fleet_table
-from sim.results.streaming import FleetStream, StreamSpool, write_costed
+from sim.results.streaming import FleetStream, StreamSpool, spool_errors, write_costed
 from sim.results.summary import fleet_summary
 from sim.results.tables import Results, assemble_results
+from sim.overrides import derive, document, keep_fleet
 from sim.scenario import Scenario, parse_scenario
 
 MAX_CELLS = 4096
@@ -90,7 +91,8 @@ _POOL_KEYS = ("fleet", "pool", "accelerator", "model", "family", "precision", "t
 
 @dataclass(frozen=True)
 class CellTask:
-    """One cell of one fleet: what a worker needs (the scenario travels as JSON data)."""
+    """One cell of one fleet: what a worker needs (the scenario travels as its document,
+    :func:`sim.overrides.document`, and is validated once on the worker)."""
 
     scenario_data: dict
     source: str
@@ -124,12 +126,14 @@ def check_cells(scenario: Scenario, cells: int) -> None:
 
 def cell_scenario(scenario: Scenario, fleet: str, cells: int) -> Scenario:
     """``scenario`` with only ``fleet``, every pool holding ``replicas / cells`` replicas
-    (``cells`` passed :func:`check_cells`)."""
-    data = scenario.model_dump(mode="json")
-    data["fleets"] = [f for f in data["fleets"] if f["name"] == fleet]
-    for pool in data["fleets"][0]["pools"]:
-        pool["replicas"] //= cells
-    return parse_scenario(data, f"{scenario.name} (cell of {cells})")
+    (``cells`` passed :func:`check_cells`), changed in its document and validated once
+    (:mod:`sim.overrides`): with ``cells`` 1 it is the fleet exactly as a whole run has it."""
+    def change(doc: dict) -> None:
+        keep_fleet(doc, fleet)
+        for pool in doc["fleets"][0]["pools"]:
+            pool["replicas"] //= cells
+
+    return derive(scenario, change, f"{scenario.name} (cell of {cells})")
 
 
 def cell_demand(scenario: Scenario, cells: int, cell: int) -> dict[str, DemandStream]:
@@ -305,14 +309,15 @@ def run_cells(scenario: Scenario, cells: int, executor=None) -> Results:
     """
     check_cells(scenario, cells)  # before any work is sent or any worker started
     resolve(scenario)  # every fleet's placement checked before any worker starts
-    if callable(executor) and not hasattr(executor, "submit"):
-        with executor() as opened:
-            return _run_checked(scenario, cells, opened)
-    return _run_checked(scenario, cells, executor)
+    with spool_errors():  # a full TMPDIR (streamed cells spool there): a clear error, not a traceback
+        if callable(executor) and not hasattr(executor, "submit"):
+            with executor() as opened:
+                return _run_checked(scenario, cells, opened)
+        return _run_checked(scenario, cells, executor)
 
 
 def _run_checked(scenario: Scenario, cells: int, executor) -> Results:
-    data = scenario.model_dump(mode="json")
+    data = document(scenario)  # what each worker validates again, exactly
     spool = StreamSpool() if _streams(scenario) else None
     tasks = [CellTask(data, scenario.name, fleet.name, cells, c, None if spool is None else str(spool.path), i)
              for i, fleet in enumerate(scenario.fleets) for c in range(cells)]

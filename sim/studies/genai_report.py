@@ -33,6 +33,7 @@ from sim.fleet_plan import resolve_fleet
 from sim.errors import UserError
 from sim.results.report_text import run_report, table
 from sim.results.tables import run_scenario
+from sim.overrides import override
 from sim.scenario import Scenario, load_scenario
 from traffic.genai_trace import TASKS
 
@@ -89,7 +90,7 @@ def _probe_run(scenario: Scenario, name: str, fleet: str, distinct: pd.DataFrame
     """The requests of one run of ``distinct`` probes arriving ``gap_s`` apart, by id."""
     n = len(distinct)
     arrival_s = np.arange(n) * gap_s
-    probe = scenario.model_copy(update={"duration_s": n * gap_s, "warmup_s": 0.0})
+    probe = override(scenario, [("duration_s", n * gap_s), ("warmup_s", 0.0)], f"{scenario.name} (probes)")
     zeros = np.zeros(n, dtype=np.int64)
     demand = {w: WorkloadDemand(w, probe.workloads[w].kind, np.zeros(0), *(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0))
               for w in probe.workloads}

@@ -26,8 +26,8 @@ from sim.errors import UserError
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.tables import Results, run_scenario
 from traffic.demand_fit import FittedArrivals
-from sim.scenario import Scenario, load_scenario, parse_scenario
-from sim.studies.sweep_spec import apply_overrides
+from sim.overrides import derive, keep_fleet, override
+from sim.scenario import Scenario, load_scenario
 
 HEADROOM_MAX = 4.0
 HEADROOM_MIN = 0.25
@@ -53,12 +53,14 @@ def scale_arrival(arrival: dict, factor: float) -> dict:
 
 
 def scaled_scenario(scenario: Scenario, fleet: str, factor: float) -> Scenario:
-    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``."""
-    data = scenario.model_dump(mode="json")
-    data["fleets"] = [f for f in data["fleets"] if f["name"] == fleet]
-    for wl in data["workloads"].values():
-        wl["arrival"] = scale_arrival(wl["arrival"], factor)
-    return parse_scenario(data, f"{scenario.name} (load × {factor:.3g})")
+    """``scenario`` with only ``fleet`` and every workload's arrival rate × ``factor``,
+    changed in its document and validated once (:mod:`sim.overrides`)."""
+    def change(doc: dict) -> None:
+        keep_fleet(doc, fleet)
+        for wl in doc["workloads"].values():
+            wl["arrival"] = scale_arrival(wl["arrival"], factor)
+
+    return derive(scenario, change, f"{scenario.name} (load × {factor:.3g})")
 
 
 def meets_slos(summary: pd.DataFrame) -> bool:
@@ -92,6 +94,51 @@ def headroom_multiplier(scenario: Scenario, fleet: str, simulate_fn: Callable | 
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if passes(mid) else (lo, mid)
     return min(lo, HEADROOM_MAX)
+
+
+def split_headroom(scenario: Scenario, fleet: str, simulate_fn: Callable | None = None) -> pd.DataFrame:
+    """The prefill:decode split of a split deployment at the fleet's accelerator count,
+    by headroom: fleet ``fleet`` has one pool serving ``<w>:prefill`` and one serving
+    ``<w>:decode`` (their accelerators and layouts kept); every maximal split of its
+    accelerators between them (n_p·a_p + n_d·a_d ≤ the fleet's count, no room for one more
+    replica on either side, both ≥ 1) is simulated for its :func:`headroom_multiplier`.
+
+    Returns:
+        One row per split, best first: ``prefill_replicas``, ``decode_replicas``,
+        ``prefill_accelerators``, ``decode_accelerators``, ``headroom_load_multiplier``.
+
+    Raises:
+        UserError: the fleet is not one prefill pool and one decode pool."""
+    from sim.models.parallelism import replica_accelerators
+
+    from sim.overrides import document
+
+    data = document(scenario)  # as scaled_scenario: the scenario's document, validated once per split
+    index = next(i for i, f in enumerate(data["fleets"]) if f["name"] == fleet)
+    pools = data["fleets"][index]["pools"]
+    sides = {e.partition(":")[2]: i for i, p in enumerate(pools) for e in p["serves"]}
+    if len(pools) != 2 or set(sides) != {"prefill", "decode"}:
+        raise UserError(f"split headroom: fleet '{fleet}' must be one prefill pool and one decode pool")
+    per = {side: replica_accelerators(pools[i].get("tp", 1), pools[i].get("pp", 1), pools[i].get("ep", 1))
+           for side, i in sides.items()}
+    total = sum(pools[i]["replicas"] * per[side] for side, i in sides.items())
+    rows = []
+    for n_p in range(1, total // per["prefill"] + 1):
+        n_d = (total - n_p * per["prefill"]) // per["decode"]
+        if n_d < 1:
+            break
+
+        def change(doc: dict, n_p: int = n_p, n_d: int = n_d) -> None:
+            split = doc["fleets"][index]["pools"]
+            split[sides["prefill"]]["replicas"], split[sides["decode"]]["replicas"] = n_p, n_d
+
+        trial = derive(scenario, change, f"{scenario.name} (split {n_p}:{n_d})")
+        rows.append({"prefill_replicas": n_p, "decode_replicas": n_d, "prefill_accelerators": n_p * per["prefill"],
+                     "decode_accelerators": n_d * per["decode"],
+                     "headroom_load_multiplier": headroom_multiplier(trial, fleet, simulate_fn)})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["headroom_load_multiplier", "prefill_replicas"], ascending=[False, True],
+                             kind="stable").reset_index(drop=True)
 
 
 def results_planner_table(results: Results, headroom: bool = True) -> pd.DataFrame:
@@ -169,9 +216,9 @@ def _sweep_planner_table(directory: Path, headroom: bool) -> pd.DataFrame:
     if "headroom_load_multiplier" in runs:
         marks = {tuple(k): h for k, h in zip(runs[keys].itertuples(index=False), runs["headroom_load_multiplier"])}
     elif headroom:
-        base = load_scenario(directory / "base-scenario.yaml").model_dump(mode="json")
+        base = load_scenario(directory / "base-scenario.yaml")
         for k, g in runs.groupby(keys, sort=False):
             overrides = list(json.loads(g["overrides_json"].iloc[0]).items()) + [("seed", int(g["seed"].iloc[0]))]
-            scenario = apply_overrides(base, overrides, str(directory / "base-scenario.yaml"))
+            scenario = override(base, overrides, str(directory / "base-scenario.yaml"))
             marks[k] = headroom_multiplier(scenario, g["fleet"].iloc[0])
     return planner_table(runs, keys, marks)

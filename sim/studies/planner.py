@@ -28,6 +28,11 @@ Method (see docs/sweeps-and-planning.md, "Capacity planning", for its limits):
    × PUE) fits ``economics.facility_power_limit_mw`` (when set) is chosen.
 6. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
 
+A workload listed under ``split:`` is also planned as a split deployment, prefill and
+decode on pools of their own (:mod:`sim.studies.planner_split`: the replicas and the
+accelerator of each side, so the prefill:decode ratio); its cheapest passing split joins
+its options beside the co-located ones in step 5.
+
 A growth curve (``growth:``) plans every quarter with the rates scaled. A horizon
 (``horizon_weeks: N``) plans for the demand N weeks ahead: every workload whose arrival
 is ``kind: fitted`` (daily and weekly profile with growth, :mod:`traffic.demand_fit`) is
@@ -42,17 +47,21 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from sim.errors import ScenarioError, UserError
 from sim.models.parallelism import replica_accelerators
 from sim.studies.planner_capacity import replica_capacity_rps, replica_seconds_floor
+from sim.studies.planner_split import SplitSearch, split_key
+from sim.results.outputs import check_name
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.studies.headroom import headroom_multiplier, meets_slos, scale_arrival
+from sim.overrides import override
 from sim.scenario import Economics, Scenario, format_validation_error, parse_scenario
+from sim.workloads.base import MAX_SPAN_S
 from traffic.arrivals import ARRIVAL_ADAPTER
 from traffic.demand_fit import WEEK_S
 
@@ -65,43 +74,69 @@ class _Strict(BaseModel):
 
 class Candidate(_Strict):
     """An accelerator type the planner may buy; pool fields (tp, precision, max_batch,
-    ...) as defaults for every workload, ``layouts`` per workload name."""
+    ...) as defaults for every workload, ``layouts`` per workload name (pool fields,
+    checked as a scenario's pools are)."""
 
     accelerator: str
-    price_usd: float | None = Field(None, ge=0, description="override the catalog price per accelerator")
-    tp: int = Field(1, ge=1)
-    precision: str = "fp8"
+    price_usd: float | None = Field(None, ge=0, le=1e9, description="override the catalog price per accelerator")
+    tp: int = Field(1, ge=1, le=4096)
+    precision: Literal["bf16", "fp8", "fp4"] = "fp8"
     layouts: dict[str, dict] = Field(default_factory=dict, description="per-workload pool fields")
 
 
+MAX_RATE_SCALE = 1e6
+
+
+def _check_rate_scale(value: float | dict[str, float]) -> float | dict[str, float]:
+    factors = value.items() if isinstance(value, dict) else [("", value)]
+    for name, factor in factors:
+        if not 0 < factor <= MAX_RATE_SCALE:
+            of = f" of {name} ({factor:g})" if name else ""
+            raise ValueError(f"the rate factor{of} must be in (0, {MAX_RATE_SCALE:g}]")
+    return value
+
+
 class Quarter(_Strict):
-    quarter: str
-    rate_scale: float | dict[str, float] = Field(1.0, description="one factor, or one per workload")
+    """One step of a growth curve: its label (part of the file name
+    ``scenario-<quarter>.yaml``, so a safe name) and the rate factor(s) over today's demand."""
+
+    quarter: Annotated[str, AfterValidator(lambda v: check_name(v, "quarter"))]
+    rate_scale: Annotated[float | dict[str, float], AfterValidator(_check_rate_scale)] = Field(
+        1.0, description="one factor, or one per workload, in (0, 1e6]")
 
 
 class Search(_Strict):
     max_replicas_per_type: int = Field(64, ge=1, le=10_000)
-    max_simulations: int = Field(400, ge=1)
+    max_simulations: int = Field(400, ge=1, le=100_000)
     mixes: bool = Field(True, description="consider heterogeneous mixes, not only single types")
     seeds: int = Field(1, ge=1, le=100, description="a candidate must meet the SLOs with seeds seed .. seed+n-1")
+
+
+class SplitSides(_Strict):
+    """Candidate accelerators of each side of a split deployment (default: every candidate)."""
+
+    prefill: list[str] | None = None
+    decode: list[str] | None = None
 
 
 class PlanSpec(_Strict):
     name: str = "plan"
     description: str = ""
-    seed: int = Field(0, ge=0)
-    verify_seed: int | None = Field(None, ge=0, description="seed of the check run; default seed + 1")
-    duration_s: float = Field(gt=0)
-    warmup_s: float = Field(0.0, ge=0)
-    drain_s: float = Field(300.0, ge=0)
-    router: str = "least_outstanding"
+    seed: int = Field(0, ge=0, lt=2**63 - 1000, description="the search's seeds are seed .. seed + search.seeds - 1")
+    verify_seed: int | None = Field(None, ge=0, lt=2**63, description="seed of the check run; default seed + 1")
+    duration_s: float = Field(gt=0, le=MAX_SPAN_S)
+    warmup_s: float = Field(0.0, ge=0, le=MAX_SPAN_S)
+    drain_s: float = Field(300.0, ge=0, le=MAX_SPAN_S)
+    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"] = "least_outstanding"
     economics: Economics = Economics()
-    demand: dict[str, dict] = Field(min_length=1, description="workloads as in a scenario")
-    growth: list[Quarter] | None = None
+    demand: dict[str, dict] = Field(min_length=1, max_length=100, description="workloads as in a scenario")
+    growth: list[Quarter] | None = Field(None, max_length=400)
     horizon_weeks: float | None = Field(
         None, ge=0, le=520, description="plan for fitted arrivals N weeks ahead (the end of the horizon)"
     )
-    candidates: list[Candidate] = Field(min_length=1)
+    candidates: list[Candidate] = Field(min_length=1, max_length=100)
+    split: dict[str, SplitSides] = Field(
+        default_factory=dict, description="autoregressive workloads to plan also as split prefill/decode deployments")
     search: Search = Search()
     headroom: bool = Field(True, description="find the chosen fleet's load headroom by re-simulation")
 
@@ -117,16 +152,29 @@ def load_plan(path: str | Path) -> PlanSpec:
 
     path = Path(path)
     data = load_yaml(path, "plan").data  # strict YAML with limits (issue 11)
-    check_file_kind(data, str(path), "plan")
+    check_file_kind(data, str(path), "plan", {f.alias or n for n, f in PlanSpec.model_fields.items()})
     if not isinstance(data, dict):
         raise UserError(f"{path}: a plan file must be a YAML mapping")
     data = resolve_paths(data, path.parent, ("demand",))  # trace paths resolve from the plan file
     try:
         spec = PlanSpec.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(format_validation_error(err, str(path), model=PlanSpec)) from None
-    for cand in spec.candidates:
+        raise ScenarioError(format_validation_error(err, str(path), data, model=PlanSpec)) from None
+    accelerators = [c.accelerator for c in spec.candidates]
+    repeated = sorted({a for a in accelerators if accelerators.count(a) > 1})
+    if repeated:
+        raise UserError(f"{path}: candidates: {repeated} listed twice; one candidate per accelerator type")
+    for i, cand in enumerate(spec.candidates):
+        unknown = sorted(set(cand.layouts) - set(spec.demand))
+        if unknown:
+            raise UserError(f"{path}: candidates.{i}.layouts: {unknown} are not workloads of the demand; "
+                            f"workloads: {sorted(spec.demand)}")
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
+    _check_split(spec, path)
+    quarters = [q.quarter for q in spec.growth or []]
+    repeated = sorted({q for q in quarters if quarters.count(q) > 1})
+    if repeated:
+        raise UserError(f"{path}: growth: quarter(s) {repeated} appear twice; each quarter is planned and written once")
     for q in spec.growth or []:
         if isinstance(q.rate_scale, dict) and set(q.rate_scale) - set(spec.demand):
             raise UserError(f"{path}: growth {q.quarter}: rate_scale names unknown workloads "
@@ -134,12 +182,32 @@ def load_plan(path: str | Path) -> PlanSpec:
     return spec
 
 
-def pool_fields(spec: PlanSpec, workload: str, accelerator: str) -> dict:
+def _check_split(spec: PlanSpec, path: Path) -> None:
+    """``split:`` names workloads of the demand that can be split, and candidates."""
+    from sim.workloads import kind_of
+
+    known = [c.accelerator for c in spec.candidates]
+    for name, sides in spec.split.items():
+        kind = spec.demand.get(name, {}).get("kind")
+        if name not in spec.demand or not kind_of(kind).split_stages:
+            raise UserError(f"{path}: split.{name}: not an autoregressive workload of the demand "
+                            f"({sorted(spec.demand)}); only those can be split into prefill and decode pools")
+        for side in ("prefill", "decode"):
+            unknown = [a for a in getattr(sides, side) or [] if a not in known]
+            if unknown:
+                raise UserError(f"{path}: split.{name}.{side}: {unknown} are not candidates; candidates: {known}")
+
+
+def pool_fields(spec: PlanSpec, workload: str, accelerator: str, role: str | None = None) -> dict:
+    """Pool fields of ``workload`` on ``accelerator``: the candidate's, then its
+    ``layouts[workload]``, then (a side of a split deployment) ``layouts["<workload>:<role>"]``."""
     cand = next(c for c in spec.candidates if c.accelerator == accelerator)
     fields = {"tp": cand.tp, "precision": cand.precision}
     if cand.price_usd is not None:
         fields["price_usd"] = cand.price_usd
     fields.update(cand.layouts.get(workload, {}))
+    if role is not None:
+        fields.update(cand.layouts.get(f"{workload}:{role}", {}))
     return fields
 
 
@@ -150,7 +218,7 @@ def scenario_data(spec: PlanSpec, demand: dict, plan: dict[str, Counts], seed: i
     ``facility_limit=False`` drops ``economics.facility_power_limit_mw`` (the planner
     applies it to whole fleets, not to one workload's pools)."""
     fleets = {fleet: plan, **(extra_fleets or {})}
-    economics = spec.economics.model_dump(mode="json")
+    economics = spec.economics.model_dump(mode="json", exclude_unset=True)
     if not facility_limit:
         economics["facility_power_limit_mw"] = None
     data = {
@@ -210,7 +278,7 @@ def choose_fleet(spec: PlanSpec, plans: list["WorkloadPlan"]) -> tuple[dict[str,
 
 
 def _options(p: "WorkloadPlan") -> list[Counts]:
-    out = [p.mix] + [{a: n} for a, n in p.singles.items() if n is not None]
+    out = ([p.mix] if p.mix else []) + [{a: n} for a, n in p.singles.items() if n is not None] + list(p.splits.values())
     unique = []
     for counts in out:
         if counts not in unique:
@@ -219,10 +287,17 @@ def _options(p: "WorkloadPlan") -> list[Counts]:
 
 
 def _pools(spec: PlanSpec, plan: dict[str, Counts]) -> list[dict]:
-    return [
-        {"name": f"{w}-{acc}", "accelerator": acc, "serves": [w], "replicas": n, **pool_fields(spec, w, acc)}
-        for w, counts in plan.items() for acc, n in counts.items() if n > 0
-    ]
+    """Pools of ``plan``; a count key ``<side>:<accelerator>`` is a side of a split
+    deployment (:mod:`sim.studies.planner_split`)."""
+    pools = []
+    for w, counts in plan.items():
+        for key, n in counts.items():
+            role, acc = split_key(key)
+            if n > 0:
+                name, serves = (f"{w}-{acc}", w) if role is None else (f"{w}-{role}-{acc}", f"{w}:{role}")
+                pools.append({"name": name, "accelerator": acc, "serves": [serves], "replicas": n,
+                              **pool_fields(spec, w, acc, role)})
+    return pools
 
 
 # --- one workload -------------------------------------------------------------------
@@ -238,6 +313,7 @@ class WorkloadSearch:
         self.capacity: dict[str, float] = {}
         self.floor_s: dict[str, float] = {}  # fewest busy replica-seconds per request
         self.pp: dict[str, int] = {}
+        self.dropped: dict[str, str] = {}  # candidate -> why it cannot hold this workload
         self.rate = _rate(workload)
         self.types = [c.accelerator for c in spec.candidates if self._feasible(c.accelerator)]
 
@@ -251,7 +327,8 @@ class WorkloadSearch:
         try:
             sc = self._scenario({acc: 1})
             pool = resolve_fleet(sc, 0).pools[0]
-        except UserError:
+        except UserError as err:  # e.g. tp 3 does not divide the heads: said in the report, not silently dropped
+            self.dropped[acc] = " ".join(str(err).split())
             return False
         if pool.layout is None:
             raise UserError(f"plan: workload '{self.name}' ({sc.workloads[self.name].kind}) has no hardware to plan")
@@ -289,7 +366,7 @@ class WorkloadSearch:
             try:
                 scenario = self._scenario(dict(key))
                 self.cache[key] = all(
-                    meets_slos(run_scenario(scenario.model_copy(update={"seed": self.spec.seed + i})).summary)
+                    meets_slos(run_scenario(override(scenario, [("seed", self.spec.seed + i)], f"plan {self.name}")).summary)
                     for i in range(self.spec.search.seeds)
                 )
             except UserError:  # e.g. a rack power budget: not a feasible fleet
@@ -385,6 +462,20 @@ class WorkloadPlan:
     lower_bounds: dict[str, int]  # ceil(rate × fewest replica-seconds per request): no fewer replicas keep up
     per_replica: dict[str, int] = field(default_factory=dict)  # accelerators per replica (tp × pp) per type
     estimates: dict[str, int] = field(default_factory=dict)  # roofline estimate ceil(rate / capacity): search start
+    splits: dict[tuple[str, str], Counts] = field(default_factory=dict)  # (prefill, decode) type -> passing split
+    split_costs: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @property
+    def prefill_decode_ratio(self) -> tuple[int, int] | None:
+        """(prefill, decode) accelerators of the chosen plan when it is split, else None."""
+        sides = {"prefill": 0, "decode": 0}
+        for key, n in self.mix.items():
+            role, _ = split_key(key)
+            if role is None:
+                return None
+            sides[role] += n * self.per_replica.get(key, 1)
+        return sides["prefill"], sides["decode"]
+    dropped: dict[str, str] = field(default_factory=dict)  # candidates that cannot hold it, and why
 
 
 @dataclass
@@ -436,27 +527,51 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) 
     """Cheapest pools for one workload (raises UserError when no type can meet it)."""
     search = WorkloadSearch(spec, name, workload, budget)
     if not search.types:
-        raise UserError(f"plan: no candidate accelerator can hold workload '{name}' (placement fails on all)")
+        reasons = "; ".join(f"{acc}: {why}" for acc, why in search.dropped.items())
+        raise UserError(f"plan: no candidate accelerator can hold workload '{name}': {reasons}")
     singles = {a: search.single(a) for a in search.types}
     feasible = {a: n for a, n in singles.items() if n is not None}
-    if not feasible:
+    splits, split_costs = _plan_splits(spec, name, search)
+    if not feasible and not splits:
         raise UserError(f"plan: workload '{name}' misses its SLO even with "
                         f"{spec.search.max_replicas_per_type} replicas of every candidate")
     costs = {a: search.cost(a, n) for a, n in feasible.items()}
-    best = min(costs, key=costs.get)
-    mix, cost = {best: feasible[best]}, costs[best]
+    options = [({a: n}, costs[a]) for a, n in feasible.items()]
     if spec.search.mixes and len(feasible) > 1:
         found = search.best_mix(feasible)
         if found is not None:
-            mix, cost = found
+            options.append(found)
+    options += [(splits[pair], split_costs[pair]) for pair in splits]
+    mix, cost = min(options, key=lambda option: option[1])
     per_replica = {a: _accelerators_per_replica(spec, name, a) for a in search.types}
+    for counts in splits.values():
+        per_replica.update({key: _accelerators_per_replica(spec, name, split_key(key)[1], split_key(key)[0])
+                            for key in counts})
     return WorkloadPlan(name, search.rate, {a: n for a, n in mix.items() if n}, cost, singles, costs,
                         {a: search.lower_bound(a) for a in search.types}, per_replica,
-                        {a: search.estimate(a) for a in search.types})
+                        {a: search.estimate(a) for a in search.types}, splits, split_costs,
+                        dict(search.dropped))
 
 
-def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str) -> int:
-    fields = pool_fields(spec, workload, accelerator)
+def _plan_splits(spec: PlanSpec, name: str, search: "WorkloadSearch") -> tuple[dict, dict]:
+    """Every passing split deployment of workload ``name`` per (prefill, decode) type
+    pair (:class:`sim.studies.planner_split.SplitSearch`), and their full-load $/hour."""
+    sides = spec.split.get(name)
+    if sides is None:
+        return {}, {}
+    everyone = [c.accelerator for c in spec.candidates]
+    found, costs = {}, {}
+    splitter = SplitSearch(search, dense_pool_cost)
+    for p_acc in sides.prefill or everyone:
+        for d_acc in sides.decode or everyone:
+            best = splitter.best(p_acc, d_acc)
+            if best is not None:
+                found[p_acc, d_acc], costs[p_acc, d_acc] = best
+    return found, costs
+
+
+def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str, role: str | None = None) -> int:
+    fields = pool_fields(spec, workload, accelerator, role)
     return replica_accelerators(int(fields.get("tp", 1)), int(fields.get("pp", 1)), int(fields.get("ep", 1)))
 
 
@@ -494,6 +609,9 @@ def _quarter(spec: PlanSpec, label: str, demand: dict, plans: list[WorkloadPlan]
         p.mix = {a: n for a, n in chosen[p.name].items() if n}
         if len(p.mix) == 1 and p.singles.get(next(iter(p.mix))) == next(iter(p.mix.values())):
             p.mix_cost_usd_per_hour = p.single_costs[next(iter(p.mix))]
+        for pair, counts in p.splits.items():
+            if p.mix == counts:
+                p.mix_cost_usd_per_hour = p.split_costs[pair]
     q = QuarterPlan(label, plans, cost, single_type, facility_power_mw=mw)
     q.scenario = scenario_data(spec, demand, q.plan, _verify_seed(spec), f"plan {label}", extra_fleets=extra)
     results = run_scenario(q.scenario)
@@ -515,9 +633,13 @@ def write_plan(result: PlanResult, out_dir: str | Path) -> Path:
     from sim.results.export import write_csv, write_file_atomic
     from sim.scenario import scenario_to_yaml
 
+    from sim.results.export import claim_dir
+    from sim.results.outputs import inside
+
     out_dir = Path(out_dir)
-    write_file_atomic(out_dir / "plan.csv", lambda p: write_csv(result.planner, p))
+    claim_dir(out_dir, "plan")
+    write_file_atomic(inside(out_dir, "plan.csv"), lambda p: write_csv(result.planner, p))
     for q in result.quarters:
         text = scenario_to_yaml(q.scenario)
-        write_file_atomic(out_dir / f"scenario-{q.quarter}.yaml", lambda p, t=text: p.write_text(t, encoding="utf-8"))
+        write_file_atomic(inside(out_dir, f"scenario-{q.quarter}.yaml"), lambda p, t=text: p.write_text(t, encoding="utf-8"))
     return out_dir

@@ -26,6 +26,9 @@ def replicas(n: int, per_replica: int, accelerator: str) -> str:
 
 
 def _counts(w: WorkloadPlan) -> str:
+    if w.prefill_decode_ratio is not None:
+        p, d = w.prefill_decode_ratio
+        return f"{_counts_of(w, w.mix)} (split, prefill:decode GPUs {p}:{d})"
     return " + ".join(replicas(n, w.per_replica.get(a, 1), a) for a, n in w.mix.items() if n) or MISSING
 
 
@@ -55,9 +58,27 @@ def options_table(q: QuarterPlan) -> str:
             rows.append([w.name, f"{w.rate_per_s:.3g}", acc, str(bound), MISSING if estimate is None else str(estimate),
                          replicas(n, per, acc) if n is not None else "> search cap",
                          _usd(w.single_costs[acc]) if n is not None else MISSING, chosen])
+    for w in q.workloads:  # split deployments: the cheapest (prefill, decode) counts per type pair
+        for (p_acc, d_acc), counts in w.splits.items():
+            ratio = _ratio(w, counts)
+            rows.append([w.name, f"{w.rate_per_s:.3g}", f"split {p_acc} / {d_acc}", MISSING, MISSING,
+                         f"{_counts_of(w, counts)} (prefill:decode GPUs {ratio[0]}:{ratio[1]})",
+                         _usd(w.split_costs[p_acc, d_acc]), "chosen" if w.mix == counts else ""])
     headers = ["workload", "rate (req/s)", "type", "lower bound", "roofline estimate", "single-type minimum",
                "pool $/hour full load", ""]
     return table(headers, rows, right=[False, True, False, True, True, False, True, False])
+
+
+def _counts_of(w: WorkloadPlan, counts: dict) -> str:
+    return " + ".join(f"{key.split(':')[0]} {replicas(n, w.per_replica.get(key, 1), key.split(':')[-1])}"
+                      for key, n in counts.items())
+
+
+def _ratio(w: WorkloadPlan, counts: dict) -> tuple[int, int]:
+    gpus = {"prefill": 0, "decode": 0}
+    for key, n in counts.items():
+        gpus[key.split(":")[0]] += n * w.per_replica.get(key, 1)
+    return gpus["prefill"], gpus["decode"]
 
 
 def fleets_table(q: QuarterPlan) -> str:
@@ -76,6 +97,8 @@ def quarter_text(q: QuarterPlan) -> str:
     lines = [f"Quarter {q.quarter}"]
     for w in q.workloads:
         lines.append(f"  {w.name}: {_counts(w)}")
+        for acc, why in w.dropped.items():
+            lines.append(f"    not a candidate for {w.name}: {acc}: {why}")
     lines.append(_indent(options_table(q)))
     table_ = q.planner.set_index("fleet")
     plan = table_.loc["plan"]

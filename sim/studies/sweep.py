@@ -30,6 +30,7 @@ output directory is created.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
 import ctypes
 import json
 import math
@@ -50,9 +51,10 @@ from scipy import stats
 from tqdm import tqdm
 
 from sim.errors import UserError
-from sim.results.export import make_dirs, write_csv, write_file_atomic, write_parquet
-from sim.scenario import scenario_to_yaml
-from sim.studies.sweep_spec import Point, SweepSpec, apply_overrides
+from sim.results.export import claim_dir, make_dirs, write_csv, write_file_atomic, write_parquet
+from sim.overrides import keep_fleet
+from sim.scenario import Scenario, parse_scenario, scenario_to_yaml
+from sim.studies.sweep_spec import Point, SweepSpec, set_path
 
 POINTS_DIR = "points"
 CI_LEVEL = 0.95
@@ -67,10 +69,14 @@ FLEET_CONSTANTS = ("kind", "accelerators", "accelerator_count", "nodes", "racks"
 
 @dataclass(frozen=True)
 class PointTask:
+    """One point for a worker: the base scenario's document (``base_data``) and, for
+    paths to defaulted fields, the base with its defaults (``resolved``)."""
+
     point: Point
     base_data: dict
     source: str
     headroom: bool = False
+    resolved: dict | None = None
 
     @property
     def dask_key(self) -> str:
@@ -89,6 +95,27 @@ def _cell(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else json.dumps(value, sort_keys=True)
 
 
+def point_scenario(task: PointTask) -> Scenario:
+    """The point's scenario: the base document with the point's grid values, its seed
+    (unless the grid sets ``seed``) and only its fleet, validated once.
+
+    Raises:
+        UserError: a grid path that does not exist; ScenarioError: an invalid combination."""
+    point = task.point
+    overrides = list(point.overrides)
+    if not any(path == "seed" for path, _ in overrides):
+        overrides.append(("seed", point.seed))
+    data = copy.deepcopy(task.base_data)
+    for path, value in overrides:  # before the fleets are cut: a path may index fleets
+        try:
+            set_path(data, path, value, task.resolved)
+        except KeyError as err:
+            raise UserError(f"{task.source}: grid field '{path}': {err.args[0]}") from None
+    keep_fleet(data, point.fleet)
+    shown = ", ".join(f"{p}={v!r}" for p, v in overrides)
+    return parse_scenario(data, f"{task.source} [{shown}] fleet {point.fleet}")
+
+
 def run_point(task: PointTask) -> PointOutcome:
     """Simulate one point (pure: no file I/O). Any error becomes the outcome's message."""
     from sim.results.planner_csv import fleet_workload_rows
@@ -97,11 +124,7 @@ def run_point(task: PointTask) -> PointOutcome:
 
     point = task.point
     try:
-        overrides = list(point.overrides) + [("seed", point.seed)]
-        scenario = apply_overrides(task.base_data, overrides, task.source)
-        data = scenario.model_dump(mode="json")
-        data["fleets"] = [f for f in data["fleets"] if f["name"] == point.fleet]
-        scenario = apply_overrides(data, [], f"{task.source} fleet {point.fleet}")
+        scenario = point_scenario(task)
         rows = fleet_workload_rows(run_scenario(scenario))
         if task.headroom:
             rows["headroom_load_multiplier"] = headroom_multiplier(scenario, point.fleet)
@@ -411,8 +434,11 @@ def _point_done(path: Path) -> bool:
 
 
 def _prepare_dir(out_dir: Path, spec: SweepSpec) -> None:
+    """Create ``out_dir`` (checked by :func:`sim.results.outputs.output_dir` before),
+    mark it as dcsim's, clear temporary leftovers and write the sweep and base files."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory")
+    claim_dir(out_dir, "sweep")
     try:
         make_dirs(out_dir / POINTS_DIR)
     except OSError as err:
@@ -445,7 +471,7 @@ def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, hea
             bar.update(1)
 
     with bar:
-        tasks = [PointTask(p, spec.base_data, spec.source, headroom) for p in todo]
+        tasks = [PointTask(p, spec.base_data, spec.source, headroom, spec.resolved) for p in todo]
         if not executor.parallel:
             for future in executor.as_completed([executor.submit(run_batch, b) for b in batches(tasks, 1)]):
                 record(future.result())

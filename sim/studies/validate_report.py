@@ -16,45 +16,85 @@ CALIBRATION_NAME = "MLPerf Inference calibration (dcsim validate)"
 
 
 def _error_lines(summary: pd.DataFrame, title: str) -> list[str]:
-    lines = [title, f"  {'model':<13} {'accelerator':<10} {'scenario':<8} {'points':>6} {'median':>8} {'max':>8}"]
+    lines = [title, f"  {'origin':<7} {'model':<16} {'accelerator':<17} {'scenario':<12} {'points':>6} {'median':>8} {'max':>8}"]
     for r in summary.itertuples():
-        lines.append(f"  {r.model:<13} {r.accelerator:<10} {r.scenario:<8} {r.points:>6} "
+        lines.append(f"  {r.origin:<7} {r.model:<16} {r.accelerator:<17} {r.scenario:<12} {r.points:>6} "
                      f"{r.median_abs_error_pct:>7.1f}% {r.max_abs_error_pct:>7.1f}%")
     return lines
 
 
 def _pooled_lines(table: pd.DataFrame, label: str) -> list[str]:
+    """Median and max |error| per origin (MLPerf, vendor table) and family of the Offline
+    points, then per scenario of the others."""
     lines = []
-    offline = table[table["scenario"] == "Offline"] if not table.empty else table
-    for fam, part in (("LLM", offline[offline["model"] != "sdxl"]), ("SDXL", offline[offline["model"] == "sdxl"])):
-        if not part.empty:
-            a = part["error_pct"].abs()
-            lines.append(f"  {label} {fam} Offline: median |error| {a.median():.1f}%, max {a.max():.1f}% "
-                         f"over {len(part)} point(s)")
+    if table.empty:
+        return lines
+    for (origin, scenario), part in table.groupby(["origin", "scenario"], sort=True):
+        families = (("LLM", part[~part["model"].isin(IMAGE_MODELS)]), ("diffusion", part[part["model"].isin(IMAGE_MODELS)]))
+        for fam, sub in families:
+            if not sub.empty:
+                a = sub["error_pct"].abs()
+                lines.append(f"  {label} {origin} {fam} {scenario}: median |error| {a.median():.1f}%, "
+                             f"max {a.max():.1f}% over {len(sub)} point(s)")
+    return lines
+
+
+IMAGE_MODELS = ("sdxl", "wan2.2-t2v-a14b")
+
+
+def _pct(value, sign: str = "") -> str:
+    return "" if value is None or pd.isna(value) else f"{sign}{value:.0f}%"
+
+
+def _chip_lines(loao: pd.DataFrame, factors: pd.DataFrame) -> list[str]:
+    """Per held-out chip: points, median |error|, its band and coverage, and the transfer
+    band built without it with that band's coverage of its points (the independent check)."""
+    lines = [f"  {'accelerator':<17} {'points':>6} {'median':>8} {'band':>7} {'covers':>7} "
+             f"{'transfer band':>14} {'covers':>7}"]
+    bands = factors.set_index("accelerator") if not factors.empty else pd.DataFrame()
+    for chip, part in loao.groupby("accelerator", sort=True):
+        if chip not in bands.index:
+            continue
+        r = bands.loc[chip]
+        lines.append(f"  {chip:<17} {len(part):>6} {part['error_pct'].abs().median():>7.1f}% "
+                     f"{_pct(r['band_pct'], '±'):>7} {_pct(r['band_coverage_pct']):>7} "
+                     f"{_pct(r['transfer_band_pct'], '±'):>14} {_pct(r['transfer_band_coverage_pct']):>7}")
     return lines
 
 
 def summary_text(v: Validation) -> str:
-    """In-sample and leave-one-accelerator-out errors, the efficiency table (every catalog
-    chip: η's, status, band) and the unexpressed points with their reasons."""
+    """In-sample and leave-one-accelerator-out errors, the bands and their coverage per
+    held-out chip, the shared factors, the efficiency table (every catalog chip: η's,
+    status, band) and the unexpressed points with their reasons."""
     lines = []
     for group, part in v.summary.groupby("group", sort=False):
         lines += _error_lines(part, f"{group} points ({int(part['points'].sum())}): "
                                     f"|error| = |predicted - measured| / measured")
-    lines += _pooled_lines(v.points, v.points["group"].iloc[0] if not v.points.empty else "")
+    lines += _pooled_lines(v.points, "all")
     lines.append("")
     if not v.loao_points.empty:
         for group, part in v.loao_points.groupby("group", sort=True):
             lines += _error_lines(summarize(part), f"{group} (fit on every other chip, predict this one):")
             lines += _pooled_lines(part, group)
             lines.append("")
+        held = v.loao_points[v.loao_points["group"] == "leave-one-accelerator-out"]
+        lines.append("bands per held-out chip: band = q80 of its own held-out |error|s (covers them by "
+                     "construction); transfer band = what a chip without points gets, built without this chip, "
+                     "and its coverage of this chip's held-out points (the independent check)")
+        lines += _chip_lines(held, v.factors)
+        lines.append("")
+    if not v.terms.empty:
+        lines.append("shared factors (fitted across chips; 1 = not determined by these points):")
+        lines += [f"  {r.term:<22} {r.value:>10.4g}  {'determined' if r.determined else 'NOT determined'} "
+                  f"by {r.points} point(s)" for r in v.terms.itertuples()]
+        lines.append("")
     if not v.factors.empty:
         lines.append(f"efficiency table (t_0 = {v.factors['iteration_overhead_us'].iloc[0]:.0f} us per iteration, shared; "
-                     "band = +-% from the leave-one-accelerator-out residuals)")
-        lines.append(f"  {'accelerator':<14} {'eta_c':>6} {'eta_m':>6} {'band':>6}  status")
+                     "band = +-% from the other chips' leave-one-accelerator-out residuals)")
+        lines.append(f"  {'accelerator':<17} {'eta_c':>6} {'eta_m':>6} {'band':>6}  status")
         for r in v.factors.itertuples():
             band = "" if pd.isna(r.band_pct) else f"{r.band_pct:.0f}%"
-            lines.append(f"  {r.accelerator:<14} {r.compute_efficiency:>6.3f} {r.bandwidth_efficiency:>6.3f} {band:>6}  "
+            lines.append(f"  {r.accelerator:<17} {r.compute_efficiency:>6.3f} {r.bandwidth_efficiency:>6.3f} {band:>6}  "
                          f"{r.status} (eta_c {r.compute_status}, eta_m {r.bandwidth_status})")
         lines.append("")
     reasons = v.unexpressed.groupby("reason").size() if not v.unexpressed.empty else pd.Series(dtype=int)
@@ -73,7 +113,8 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), dpi=110)
     for ax, unit, label in ((axes[0], "llm", "tokens/s per accelerator"), (axes[1], "image", "samples/s per accelerator")):
-        part = table[(table["model"] == "sdxl") == (unit == "image")]
+        part = table[table["model"].isin(IMAGE_MODELS) == (unit == "image")]
+        part = part[part["scenario"] != "SingleStream"]
         for i, ((model, scenario, group), g) in enumerate(part.groupby(["model", "scenario", "group"])):
             color = f"C{i}"
             ax.scatter(g["measured"] / g["count"], g["predicted"] / g["count"],
@@ -99,12 +140,16 @@ def plot_png(table: pd.DataFrame, path: Path) -> None:
 
 
 def write_outputs(v: Validation, out_dir: Path) -> list[Path]:
-    """validation.csv, fitted_factors.csv, loao.csv, loao_summary.csv, unexpressed.csv,
-    summary.csv, validation.png (the fit-only files are skipped with ``--no-fit``)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """validation.csv, fitted_factors.csv, shared_factors.csv, loao.csv, loao_summary.csv,
+    unexpressed.csv, summary.csv, validation.png (the fit-only files are skipped with
+    ``--no-fit``)."""
+    from sim.results.export import claim_dir
+
+    claim_dir(out_dir, "validate")
     files = [("validation.csv", v.points), ("unexpressed.csv", v.unexpressed), ("summary.csv", v.summary)]
     if not v.factors.empty:
-        files += [("fitted_factors.csv", v.factors), ("loao.csv", v.loao_points), ("loao_summary.csv", v.loao)]
+        files += [("fitted_factors.csv", v.factors), ("loao.csv", v.loao_points), ("loao_summary.csv", v.loao),
+                  ("shared_factors.csv", v.terms)]
     written = [write_file_atomic(out_dir / name, lambda p, t=table: write_csv(t, p)) for name, table in files]
     if not v.points.empty:
         written.append(write_file_atomic(out_dir / "validation.png", lambda p: plot_png(v.points, p)))
@@ -112,23 +157,28 @@ def write_outputs(v: Validation, out_dir: Path) -> list[Path]:
 
 
 def update_catalog(factors: pd.DataFrame, path: Path) -> Path:
-    """Write every row's (η_c, η_m), t_0, band, status and provenance into the accelerators
-    CSV at ``path``; other columns stay byte-for-byte as they were."""
+    """Write every row's (η_c, η_m), class factors, t_0, band, status and provenance into
+    the accelerators CSV at ``path``; other columns stay byte-for-byte as they were."""
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         fields, rows = reader.fieldnames, list(reader)
     by_key = {r.accelerator: r for r in factors.itertuples()}
     for row in rows:
         fit = by_key.get(row["key"])
-        if fit is None:
+        if fit is None or row.get("memory_kind") == "sram":  # SRAM machines: sim.models.sram's, not this fit's
             continue
         row["compute_efficiency"] = f"{fit.compute_efficiency:.3f}"
         row["bandwidth_efficiency"] = f"{fit.bandwidth_efficiency:.3f}"
+        for name in ("moe_efficiency_factor", "diffusion_efficiency_factor", "fp4_efficiency_factor"):
+            if name in row:
+                row[name] = f"{getattr(fit, name):.3f}"
         row["iteration_overhead_us"] = f"{fit.iteration_overhead_us:.1f}"
         row["efficiency_band_pct"] = "" if pd.isna(fit.band_pct) else f"{fit.band_pct:.1f}"
         row["efficiency_status"] = (f"{fit.status}: eta_c {fit.compute_status}, eta_m {fit.bandwidth_status}")
-        row["efficiency_source"] = (f"{CALIBRATION_NAME}: {fit.source} (each point's mlperf_log_summary.txt in "
-                                    f"github.com/mlcommons, via fleets/data/reference/calibration_points.csv)")
+        band = "" if pd.isna(fit.band_pct) else f" | band ±{fit.band_pct:.1f}%: {fit.band_basis}"
+        row["efficiency_source"] = (f"{CALIBRATION_NAME}: {fit.source}{band} (each point's mlperf_log_summary.txt in "
+                                    f"github.com/mlcommons and the TensorRT-LLM perf-overview table, via "
+                                    f"fleets/data/reference/)")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()

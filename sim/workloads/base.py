@@ -90,6 +90,9 @@ class WorkloadKind:
             (a sampled service time: queueing-theory checks).
         model_kinds: catalog model kinds its ``model`` may be (empty: it names no model).
         stages: pipeline stages; all but ``denoise`` can be placed on a pool of their own.
+        split_stages: the sides of a split deployment (autoregressive: ``prefill`` and
+            ``decode``): a fleet either serves the whole workload on its pools or places
+            every one of these on pools of their own, each pool one side.
         has_ttft: it reports a first output token (TTFT, output tokens/s per request).
         has_tpot: its tokens stream one by one after the first (TPOT).
         per_token: its output is text tokens: costed per 1M output tokens, energy per
@@ -105,6 +108,7 @@ class WorkloadKind:
     family: ClassVar[str] = "step"
     model_kinds: ClassVar[tuple[str, ...]] = ()
     stages: ClassVar[tuple[str, ...]] = ()
+    split_stages: ClassVar[tuple[str, ...]] = ()
     has_ttft: ClassVar[bool] = False
     has_tpot: ClassVar[bool] = False
     per_token: ClassVar[bool] = False

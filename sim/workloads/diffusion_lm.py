@@ -8,24 +8,29 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from sim.workloads.autoregressive import azure_lognormal, beyond_context, draw_lengths
+from sim.workloads.autoregressive import LENGTHS_DEFAULT, beyond_context, default_lengths, draw_lengths, mean_lengths
 from sim.workloads.base import WorkloadConfig, WorkloadKind, mean_of
 from sim.workloads.checks import check_steps, check_token_counts
 from sim.workloads.phases import DENOISE, PREFILL
-from traffic.distributions import AZURE_CONV_OUTPUT_LOGNORMAL, AZURE_CONV_PROMPT_LOGNORMAL, Distribution, sample_tokens
+from traffic.distributions import Distribution, sample_tokens
 
 class DiffusionLMWorkload(WorkloadConfig):
     """Diffusion LM: outputs as blocks of ``block_tokens`` refined over ``steps`` denoising
     steps each (steps drawn once per request), semi-autoregressively over blocks."""
 
     kind: Literal["diffusion_lm"]
-    prompt_tokens: Distribution = Field(default_factory=lambda: azure_lognormal(AZURE_CONV_PROMPT_LOGNORMAL))
-    output_tokens: Distribution = Field(default_factory=lambda: azure_lognormal(AZURE_CONV_OUTPUT_LOGNORMAL))
+    prompt_tokens: Distribution | None = Field(None, description=LENGTHS_DEFAULT)
+    output_tokens: Distribution | None = Field(None, description=LENGTHS_DEFAULT)
     block_tokens: int = Field(256, ge=1, le=4096)
     steps: Distribution | None = Field(None, description="denoising steps per block; default: the model's "
                                        "catalog default_steps (LLaDA-8B: 32)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_lengths(cls, data):
+        return default_lengths(data)
 
 
 def diffusion_lm_phases(workload, perf, req) -> tuple[list[tuple], float]:
@@ -97,7 +102,8 @@ class DiffusionLM(WorkloadKind):
     def capacity_rps(self, wl, pool, perf) -> float:
         """Blocks of L tokens at mean context, E[steps] steps per block, b requests per
         forward (max_batch, or fewer if their KV does not fit), plus the prompt prefill."""
-        prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        prompt, output = mean_lengths(wl)
+        output = max(output, 1.0)
         block = wl.block_tokens
         blocks = math.ceil(output / block)
         context = prompt + block * (blocks - 1) / 2.0
@@ -114,7 +120,8 @@ class DiffusionLM(WorkloadKind):
     def floor_terms(self, wl, perf) -> tuple[float, float]:
         """(linear FLOP of the prompt and of every denoising forward over a block, the
         forwards: blocks x E[steps])."""
-        prompt, output = mean_of(wl.prompt_tokens), max(mean_of(wl.output_tokens), 1.0)
+        prompt, output = mean_lengths(wl)
+        output = max(output, 1.0)
         steps = mean_of(wl.steps) if wl.steps is not None else (perf.model.default_steps or 1)
         forwards = math.ceil(output / wl.block_tokens) * steps
         return perf.linear_flops_per_token * (prompt + forwards * wl.block_tokens), forwards

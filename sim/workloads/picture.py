@@ -32,7 +32,7 @@ from sim.workloads.phases import ACT, DECODE, DENOISE, ENCODE, FLOPS, SAFETY, ST
 # "batched" (the default): both passes in one forward of a doubled batch (2x FLOP and
 # activations, one weight read): diffusers StableDiffusionXLPipeline
 # (torch.cat([latents] * 2) when do_classifier_free_guidance).
-REFERENCE_CFG_MODE = {"wan2.1-t2v-14b": "sequential", "wan2.1-t2v-1.3b": "sequential"}
+REFERENCE_CFG_MODE = {"wan2.1-t2v-14b": "sequential", "wan2.1-t2v-1.3b": "sequential", "wan2.2-t2v-a14b": "sequential"}
 VIDEO_TEMPORAL_COMPRESSION = 4  # latent frames = 1 + (frames − 1)/4 (Wan 2.1 causal 3D VAE, vae_stride (4, 8, 8))
 
 
@@ -289,11 +289,11 @@ class ImageDiffusion(Picture):
 
     def draw(self, wl, shapes, rows, draws, default_steps) -> None:
         """An image-trace replay (``format: genai_csv``) sets each request's steps (unless
-        the workload sets them), images and CFG."""
+        the workload sets ``steps``: not None), images and CFG."""
         if getattr(wl.arrival, "format", None) == "genai_csv":
             replayed = wl.arrival.request_shapes(rows)
             n = len(shapes.prompt)
-            shapes.steps = np.zeros(n, dtype=np.int64) if "steps" in wl.model_fields_set else replayed["steps"]
+            shapes.steps = np.zeros(n, dtype=np.int64) if wl.steps is not None else replayed["steps"]
             shapes.images, shapes.cfg = replayed["images"], replayed["cfg"]
 
     def summary_columns(self, wl, acc, cost_usd, window_s, unstable) -> dict:

@@ -9,7 +9,7 @@ from fleets.catalog_io import DATA_DIR
 from sim.errors import UserError
 
 CATALOG = load_catalog()
-DENOISERS = ["sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b"]
+DENOISERS = ["sdxl", "flux-1-dev", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b", "wan2.2-t2v-a14b"]
 STAGE_ROWS = ["clip-l-text", "openclip-bigg-text", "t5-xxl-encoder", "umt5-xxl-encoder",
               "sdxl-vae-decoder", "flux-vae-decoder", "wan-vae-decoder", "sd-safety-checker"]
 

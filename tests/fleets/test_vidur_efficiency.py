@@ -6,6 +6,7 @@ import pytest
 
 from data_files import REFERENCE
 from fleets.catalog_io import load_catalog
+from sim.models.parallelism import FABRICS
 from fleets.vidur_efficiency import all_reduce_fit, all_reduce_latency_s, efficiencies, main
 
 VIDUR = REFERENCE / "vidur_profiling"  # shipped (fleets/data/reference/vidur_profiling/NOTICE.md)
@@ -22,15 +23,18 @@ def test_kernel_efficiencies_bound_the_end_to_end_fit():
     assert details["large_rows"] > 0 and details["small_rows"] > 0
 
 
-def test_all_reduce_fit_reproduces_catalog():
+def test_all_reduce_fit_reproduces_the_transferred_fabric():
+    """Vidur's H100 NCCL fit is what a fabric without measurements gets
+    (sim.models.parallelism.FABRICS['vidur-nccl-h100'], e.g. the TPUs)."""
     fit = all_reduce_fit(ALL_REDUCE_CSV)
-    h100 = load_catalog().accelerator("h100-sxm")
-    assert fit["alpha0_s"] == pytest.approx(h100.scaleup_latency_s, abs=0.05e-6)
-    assert fit["alpha_log2_s"] == pytest.approx(h100.scaleup_latency_log2_s, abs=0.05e-6)
-    assert fit["bus_efficiency"] == pytest.approx(h100.scaleup_bus_efficiency, abs=5e-4)
+    nccl = FABRICS["vidur-nccl-h100"]
+    assert fit["alpha0_s"] == pytest.approx(nccl.alpha0_s, abs=0.05e-6)
+    assert fit["alpha_log2_s"] == pytest.approx(nccl.alpha_log2_s, abs=0.05e-6)
+    assert fit["bus_efficiency"] == pytest.approx(nccl.bus_efficiency, abs=5e-4)
     # the small-message 8-GPU median (a direct read of the raw table) sits near alpha(8)
-    alpha8 = h100.scaleup_latency_s + 3 * h100.scaleup_latency_log2_s
+    alpha8 = nccl.alpha0_s + 3 * nccl.alpha_log2_s
     assert all_reduce_latency_s(ALL_REDUCE_CSV) == pytest.approx(alpha8, rel=0.25)
+    assert load_catalog().accelerator("tpu-v6e").scaleup_fabric == "vidur-nccl-h100"
 
 
 def test_cli_prints_numbers(capsys):

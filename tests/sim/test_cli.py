@@ -81,7 +81,7 @@ def test_run_out_writes_five_files_with_units_in_column_names(scenario_file, tmp
     out = tmp_path / "results"
     result = invoke("run", scenario_file, "--out", out, "--quiet")
     assert result.exit_code == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUT_FILES, ".dcsim"])  # the marker: dcsim wrote it
     requests = pd.read_parquet(out / "requests.parquet")
     assert {"arrival_at_s", "ttft_s", "e2e_s", "cost_usd"} <= set(requests.columns)
     summary = pd.read_csv(out / "summary.csv")

@@ -69,6 +69,7 @@ def test_untouched_sidebar_runs_the_file_as_written_with_the_dashboard_duration(
     assert captured[0].duration_s == ds.DASHBOARD_MAX_DURATION_S
 
 
+@pytest.mark.slow  # several app runs and simulations
 def test_same_scenario_twice_is_served_from_the_cache(captured):
     at = start()
     at.button(key="run").click().run()
@@ -137,6 +138,7 @@ def test_steps_text_round_trip():
         ds.parse_steps("0")
 
 
+@pytest.mark.slow  # several app runs and simulations
 def test_total_rate_has_no_artificial_cap(captured):
     at = start()
     at.number_input(key=PREFIX + "traffic.total_rate_per_s").set_value(1000.0).run()
@@ -147,6 +149,7 @@ def test_total_rate_has_no_artificial_cap(captured):
     assert rates["chat"] == pytest.approx(1000.0 * 12 / 18.1, rel=1e-3)
 
 
+@pytest.mark.slow  # several app runs and simulations
 def test_price_follows_the_accelerator_and_the_shown_price_is_what_runs(captured):
     """H100 -> MI300X: the field shows MI300X's catalog price; typing the H100 price back
     (the value the field started with) is applied, not ignored as 'unchanged'."""
@@ -169,6 +172,7 @@ def test_price_follows_the_accelerator_and_the_shown_price_is_what_runs(captured
     assert start_price != accelerators[other].price_usd
 
 
+@pytest.mark.slow  # several app runs and simulations
 def test_precision_and_max_batch_are_editable(captured):
     at = start()
     pool = PREFIX + "fleets.1.pools.0."
@@ -235,6 +239,7 @@ def test_trace_scenario_shows_the_trace_rate_and_rate_scale():
 VIEWS = ["Latency", "Utilisation", "Cost", "Roofline", "SLO misses", "Compare", "Energy", "Overview"]
 
 
+@pytest.mark.slow  # several app runs and simulations
 def test_every_view_renders_after_a_run(captured):
     at = start()
     at.button(key="run").click().run()
@@ -276,7 +281,7 @@ def test_fleets_table_add_remove_rename_and_catalog_defaults():
     names = [f["name"] for f in fleets]
     assert names == ["renamed", data["fleets"][2]["name"], "new"]
     new = fleets[-1]["pools"][0]
-    assert new["precision"] in catalog.accelerators["groq-lpu"].precisions  # groq has no fp8 peak
+    assert new["precision"] in catalog.accelerators["groq-lpu"].precisions  # one the part has a peak for
     assert (new["tp"], new["max_batch"], new["price_usd"], new["serves"]) == (1, 256, None, ["chat", "dlm"])
 
 
@@ -288,6 +293,7 @@ def test_duplicate_fleet_names_the_copy_uniquely():
     assert twice[-1]["pools"] == fleets[0]["pools"]
 
 
+@pytest.mark.slow  # several app runs and simulations
 def test_duplicating_a_fleet_in_the_app_runs_it_and_keeps_other_edits(captured):
     at = start()
     at.number_input(key=PREFIX + "run.seed").set_value(7).run()

@@ -16,9 +16,13 @@ from traffic.datasets import ALIBABA_GENAI
 OTHER_BYTES = b"not the published trace\n"
 
 
-def test_validate_defaults_to_the_shipped_points():
-    assert DEFAULT_CALIBRATION_DATA.resolve() == (REFERENCE / "calibration_points.csv").resolve()
-    assert DEFAULT_CALIBRATION_DATA.is_file()
+def test_validate_defaults_to_the_shipped_precision_bearing_points():
+    """Issue 24: the precision-bearing v4.x file and the v5.1 file are the default, with the
+    vendor max-throughput table whose long-output rows determine the memory efficiency."""
+    assert [p.resolve() for p in DEFAULT_CALIBRATION_DATA] == [
+        (REFERENCE / name).resolve() for name in
+        ("calibration_points_with_precision.csv", "mlperf_v5.1_points.csv", "trtllm_perf_overview.csv")]
+    assert all(p.is_file() for p in DEFAULT_CALIBRATION_DATA)
 
 
 def test_data_lists_the_optional_dataset_and_its_status(tmp_path):

@@ -45,6 +45,7 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
     return proc.returncode, stderr
 
 
+@pytest.mark.slow  # 6 s into a long simulation each
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl_c", "sigterm"])
 def test_signal_during_a_run(tmp_path, sig, code):
     proc = start(["run", long_scenario(tmp_path), "--out", tmp_path / "out", "-q"], tmp_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import itertools
 import os
 
@@ -12,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from data_files import GENAI_TRACE, optional_file
+from sim.inputs import parse_number
 from sim.errors import ScenarioError, TraceError
 from sim.scenario import load_scenario, parse_scenario
 from traffic.genai_trace import GenaiTraceArrivals, load_genai_trace
@@ -98,7 +101,25 @@ def test_request_shapes_follow_task_images_and_negative_prompt(slice_path):
 def test_bad_rows_name_line_and_field(tmp_path, bad_row, field):
     path = tmp_path / "bad.csv"
     path.write_text("\n".join([HEADER, ROWS[0], bad_row]) + "\n", encoding="utf-8")
-    with pytest.raises(TraceError, match=rf"line 3: field '{field}'"):
+    column = HEADER.split(",").index(field) + 1
+    with pytest.raises(TraceError, match=rf"bad.csv:3:{column}: {field}: ") as info:
+        load_genai_trace(path)
+    cell = bad_row.split(",")[column - 1]
+    shown = cell.rstrip("0").rstrip(".") if "." in cell else cell  # a number is shown once parsed, text never
+    assert (shown in str(info.value)) == (parse_number(cell) is not None), info.value
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("\n".join([HEADER, ROWS[0], "", ROWS[1], "2024-11-19 00:00:01,TXT_2_IMG,SUCCEED,1,G"]), "bad.csv:5: 5 field(s)"),
+    ("\n".join([HEADER, ROWS[0], "", "", ROWS[0].replace("TXT_2_IMG", "TXT2IMG")]), "bad.csv:5:2: predict_type"),
+    ("\n".join([HEADER, ROWS[0].replace(",G1,", ',"G\nH",'), ROWS[0].replace("TXT_2_IMG", "x")]), "bad.csv:4:2:"),
+], ids=["ragged_row_after_a_blank_line", "line_after_blank_lines", "line_after_a_quoted_line_break"])
+def test_line_numbers_count_blank_lines_and_quoted_line_breaks(tmp_path, text, expected):
+    """Regression (issue 23): line numbers were off after blank lines and quoted multi-line
+    fields, and a row with 5 of 11 fields was accepted with defaults."""
+    path = tmp_path / "bad.csv"
+    path.write_text(text + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=re.escape(expected)):
         load_genai_trace(path)
 
 
@@ -140,6 +161,7 @@ def test_replayed_requests_carry_their_images(slice_path):
     assert per_sample_step.iloc[4] == pytest.approx(per_sample_step.iloc[1])
 
 
+@pytest.mark.slow  # the whole shared trace on three fleets
 def test_full_trace_replay_on_three_fleets(monkeypatch):
     """scenarios/genai-image.yaml replays every row of the trace (optional dataset) on each fleet."""
     path = optional_file(GENAI_TRACE)

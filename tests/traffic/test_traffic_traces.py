@@ -18,7 +18,7 @@ HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="latin-1" if "latin1" in name else "utf-8")
     return path
 
 
@@ -129,12 +129,16 @@ def test_cache_sees_rewritten_file(tmp_path):
 AZURE_BAD = [
     ("missing_column.csv", "TIMESTAMP,ContextTokens,Output\n2023-11-16 18:00:00.0,1,2\n", ["line 1", "GeneratedTokens"]),
     ("text_tokens.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n2023-11-16 18:00:01.0,1,2\n2023-11-16 18:00:02.0,abc,2\n",
-     ["line 4", "ContextTokens", "abc"]),
+     ["line 4:2", "ContextTokens", "not a number"]),
     ("negative.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n2023-11-16 18:00:01.0,1,-5\n", ["line 3", "GeneratedTokens", "-5"]),
     ("fraction.csv", HEADER + "2023-11-16 18:00:00.0,1.5,2\n", ["line 2", "ContextTokens", "1.5"]),
-    ("bad_time.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n2023-11-16 25:61:00.0,1,2\n", ["line 3", "TIMESTAMP", "25:61"]),
+    ("bad_time.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n2023-11-16 25:61:00.0,1,2\n", ["line 3:1", "TIMESTAMP", "not a timestamp"]),
     ("blank_time.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n,1,2\n", ["line 3", "TIMESTAMP"]),
-    ("blank_middle.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n\n2023-11-16 18:00:01.0,1,2\n", ["line 3", "TIMESTAMP"]),
+    ("blank_middle.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n\n2023-11-16 18:00:01.0,1,2\n", ["line 3", "blank line"]),
+    ("ragged.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n2023-11-16 18:00:01.0,1\n", ["line 3", "2 field(s)", "header has 3"]),
+    ("year_one.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n0001-01-01 00:00:00.0,1,2\n", ["line 3:1", "year 1 is outside"]),
+    ("quoted_lines.csv", HEADER + '2023-11-16 18:00:00.0,1,"2\n"\n2023-11-16 18:00:01.0,x,2\n', ["line 4:2", "not a number"]),
+    ("latin1.csv", HEADER + "2023-11-16 18:00:00.0,1,2\n2023-11-16 18:00:01.0,1,2 \xe9\n", ["line 3", "not UTF-8"]),
     ("empty.csv", "", ["line 1", "TIMESTAMP"]),
     ("header_only.csv", HEADER, ["line 2", "no data rows"]),
 ]
@@ -145,8 +149,18 @@ def test_malformed_azure_raises_trace_error(tmp_path, name, text, needles):
     path = _write(tmp_path, name, text)
     with pytest.raises(TraceError) as info:
         load_trace(path, "azure_csv")
-    for needle in [name, *needles]:
-        assert needle in str(info.value)
+    check_message(str(info.value), name, needles, text)
+
+
+def check_message(message: str, name: str, needles: list[str], text: str) -> None:
+    """The message names ``file:LINE`` (a needle "line N[:F]" reads ``name:N[:F]``) and the
+    other needles, and repeats no line of the file (numbers excepted: they were parsed)."""
+    for needle in needles:
+        assert (f"{name}:{needle[5:]}" if needle.startswith("line ") else needle) in message, (needle, message)
+    for line in text.splitlines():
+        assert len(line) < 12 or line not in message, (line, message)
+    for word in ("abc", "many", "25:61", "Output"):
+        assert word not in message
 
 
 GOOD = '{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
@@ -154,11 +168,13 @@ MOONCAKE_BAD = [
     ("bad_json.jsonl", GOOD + '{"timestamp": 10, "input_length": 5,\n', ["line 2", "JSON"]),
     ("not_object.jsonl", GOOD + GOOD + "[1, 2, 3]\n", ["line 3", "object"]),
     ("missing_field.jsonl", GOOD + '{"timestamp": 10, "output_length": 1}\n', ["line 2", "input_length", "missing"]),
-    ("text_field.jsonl", GOOD + '{"timestamp": 10, "input_length": "many", "output_length": 1}\n', ["line 2", "input_length", "many"]),
+    ("text_field.jsonl", GOOD + '{"timestamp": 10, "input_length": "many", "output_length": 1}\n', ["line 2", "input_length", "not a number"]),
     ("negative.jsonl", GOOD + '{"timestamp": 10, "input_length": 5, "output_length": -1}\n', ["line 2", "output_length", "-1"]),
-    ("nan_time.jsonl", GOOD + '{"timestamp": NaN, "input_length": 5, "output_length": 1}\n', ["line 2", "timestamp", "nan"]),
+    ("nan_time.jsonl", GOOD + '{"timestamp": NaN, "input_length": 5, "output_length": 1}\n', ["line 2", "JSON", "NaN is not a finite number"]),
     ("negative_time.jsonl", '{"timestamp": -3, "input_length": 5, "output_length": 1}\n', ["line 1", "timestamp", "-3"]),
     ("empty.jsonl", "\n\n", ["line 1", "input_length"]),
+    ("deep.jsonl", GOOD + "[" * 100_000 + "\n", ["line 2", "nested deeper"]),
+    ("huge_int.jsonl", '{"timestamp": 1, "input_length": ' + "9" * 5000 + ", \"output_length\": 1}\n", ["line 1", "5,000 digits"]),
 ]
 
 
@@ -167,8 +183,7 @@ def test_malformed_mooncake_raises_trace_error(tmp_path, name, text, needles):
     path = _write(tmp_path, name, text)
     with pytest.raises(TraceError) as info:
         load_trace(path, "mooncake_jsonl")
-    for needle in [name, *needles]:
-        assert needle in str(info.value)
+    check_message(str(info.value), name, needles, text)
 
 
 def test_missing_file_and_unknown_format(tmp_path):

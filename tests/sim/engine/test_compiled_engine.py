@@ -1,4 +1,4 @@
-"""The compiled engine against its own Python source (``sim/__init__``: ``ENGINE_BUILD``).
+"""The compiled engine against its own Python source (``sim/_build.py``: ``ENGINE_BUILD``).
 
 setup.py compiles the engine's hot path with Cython from the same ``.py`` files, with C
 types from the ``.pxd`` files beside them. C ``long`` and ``double`` fields could change
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from data_files import require_scenario_data
 from engine_builds import SourceEngine, digest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,7 +30,8 @@ import sim
 
 ROOT = Path(__file__).resolve().parents[3]
 CI = bool(os.environ.get("CI"))
-RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "diffusion-shift", "genai-image", "search-verifier"]
+RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "diffusion-shift", "genai-image", "search-verifier", "pd-disagg",
+                 "spec-decode"]
 
 
 def _require_compiled() -> None:
@@ -69,9 +71,7 @@ def test_the_switch_runs_the_source(source_engine):
     assert source_engine.build == "source replica_ar.py"
 
 
-@diff_settings(200)
-@given(data=st.data())
-def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+def check_both_builds(source_engine, tmp_path_factory, data) -> None:
     _require_compiled()
     scenario = data.draw(scenarios(tmp_path_factory.mktemp("trace")))
     squeeze(scenario)
@@ -79,6 +79,20 @@ def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tm
         return
     scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
     assert digest(scenario) == source_engine.digest(scenario)
+
+
+@pytest.mark.slow
+@diff_settings(188)
+@given(data=st.data())
+def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+    check_both_builds(source_engine, tmp_path_factory, data)
+
+
+@diff_settings(12)
+@given(data=st.data())
+def test_generated_scenarios_are_byte_identical_in_both_builds_smoke(source_engine, tmp_path_factory, data):
+    """The fast loop's share of the 200 generated scenarios (the slow test draws the rest)."""
+    check_both_builds(source_engine, tmp_path_factory, data)
 
 
 def _dcsim(args: list[str], pure: bool) -> subprocess.CompletedProcess:
@@ -91,6 +105,7 @@ def _dcsim(args: list[str], pure: bool) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("name", RUN_SCENARIOS)
 def test_shipped_scenarios_give_the_same_files_in_both_builds(tmp_path, name):
     _require_compiled()
+    require_scenario_data(ROOT / "scenarios" / f"{name}.yaml")
     outputs = {}
     for pure in (False, True):
         out = tmp_path / ("source" if pure else "compiled")
@@ -104,14 +119,16 @@ def test_shipped_scenarios_give_the_same_files_in_both_builds(tmp_path, name):
         assert data == outputs[True][1][file], f"{name}: {file} differs between the builds"
 
 
+@pytest.mark.slow  # three interpreters importing a fresh copy of sim/ (~7 s of CPU)
 def test_an_edit_after_the_build_switches_everything_to_the_source(tmp_path):
     """A stale extension is never imported: the copy's router.py is newer than its build."""
     _require_compiled()
     copy = tmp_path / "sim"
-    shutil.copytree(ROOT / "sim", copy, ignore=shutil.ignore_patterns("__pycache__", "*.c"))
+    shutil.copytree(ROOT / "sim", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "build" / "ext", tmp_path / "build" / "ext")  # the extensions (setup.py)
     shutil.copy(ROOT / "setup.py", tmp_path / "setup.py")  # a source tree: file times are compared
     t0 = 1_700_000_000
-    for path in copy.rglob("*"):  # sources at t0, their build 10 s later, then one edit
+    for path in tmp_path.rglob("*"):  # sources at t0, their build 10 s later, then one edit
         os.utime(path, (t0, t0 + 10 if path.suffix == ".so" else t0))
     probe = ("import sim, sim.engine.replica_ar as r, sim.engine.request as q; "
              "print(sim.ENGINE_BUILD, r.__file__.endswith('.py'), q.__file__.endswith('.py'))")
@@ -127,7 +144,9 @@ def test_an_edit_after_the_build_switches_everything_to_the_source(tmp_path):
     assert stale.returncode == 0, stale.stderr
     assert stale.stdout.split() == ["source", "True", "True"]
     assert "router.py changed after the engine was compiled" in stale.stderr
-    (tmp_path / "setup.py").unlink()  # an installed copy (a wheel): file times are not compared
+    (tmp_path / "setup.py").unlink()  # an installed copy (a wheel): file times are not compared,
+    for so in (tmp_path / "build" / "ext").rglob("*.so"):  # and the extensions sit beside the sources
+        so.rename(tmp_path / so.relative_to(tmp_path / "build" / "ext"))
     installed = imported()
     assert installed.stdout.split() == ["compiled", "False", "False"], installed.stderr
 

@@ -114,9 +114,21 @@ def test_a_streamed_run_never_holds_the_whole_demand(small_windows, monkeypatch)
         assert len(pd.read_parquet(results.requests_file)) == n
 
 
-@diff_settings(40)
+@pytest.mark.slow
+@diff_settings(30)
 @given(data=st.data(), chunk=st.sampled_from([1, 2, 3, 7, 64]), feed=st.sampled_from([1, 3, 4096]))
 def test_generated_scenarios_serve_the_same_requests_streamed_and_in_memory(tmp_path_factory, data, chunk, feed):
+    check_windows(tmp_path_factory, data, chunk, feed)
+
+
+@diff_settings(10)
+@given(data=st.data(), chunk=st.sampled_from([1, 2, 3, 7, 64]), feed=st.sampled_from([1, 3, 4096]))
+def test_generated_scenarios_serve_the_same_requests_streamed_and_in_memory_smoke(tmp_path_factory, data, chunk, feed):
+    """The fast loop's share of the 40 examples (the slow test draws the rest)."""
+    check_windows(tmp_path_factory, data, chunk, feed)
+
+
+def check_windows(tmp_path_factory, data, chunk, feed) -> None:
     """Whole generated scenarios (every workload kind, traces, bursts, journeys across
     pools), the demand in windows of ``chunk`` expected arrivals, read ``feed`` at a time
     by the arrival feed: a run drawing each window as it reaches it (sink) gives the

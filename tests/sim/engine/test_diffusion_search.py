@@ -77,7 +77,9 @@ def test_diffusion_step_time_matches_hand_roofline(acc):
     flops = 2 * float(m["flops_per_step_tflop"]) * 1e12
     act = 2 * float(m["activation_gb_per_sample"]) * 1e9
     weights = float(m["params_b"]) * 1e9 * (1 if precision == "fp8" else 2)  # bytes per parameter
-    expected = max(flops / (peak * float(a["compute_efficiency"])), (weights + act) / (bw * float(a["bandwidth_efficiency"])))
+    eta_c = float(a["compute_efficiency"]) * float(a["diffusion_efficiency_factor"])  # UNet kernels
+    expected = max(flops / (peak * eta_c), (weights + act) / (bw * float(a["bandwidth_efficiency"])))
+    expected += float(a["iteration_overhead_us"]) * 1e-6
     perf = PerfModel(CATALOG.accelerator(acc), CATALOG.model("sdxl"), precision)
     tokens = 2 * CATALOG.model("sdxl").latent_tokens
     assert perf.time_s(flops, perf.weight_bytes_read(tokens) + act, tokens) == pytest.approx(expected, rel=1e-9)

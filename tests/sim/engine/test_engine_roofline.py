@@ -40,7 +40,8 @@ def hand_decode_time_s(batch: int, context_tokens: int, tp: int, bytes_per_param
     latency = float(H100["scaleup_latency_us"]) * 1e-6
     latency += float(H100["scaleup_latency_log2_us"]) * 1e-6 * math.log2(tp)
     allreduce = latency + 2 * (tp - 1) / tp * batch * hidden * 2 / (link * float(H100["scaleup_bus_efficiency"]))
-    return max(flops / (peak * eta_c), bytes_moved / (bw * eta_m)) + 2 * layers * allreduce
+    t0 = float(H100["iteration_overhead_us"]) * 1e-6  # fixed per-iteration cost, shared by every chip
+    return max(flops / (peak * eta_c), bytes_moved / (bw * eta_m)) + 2 * layers * allreduce + t0
 
 
 def hand_prefill_time_s(prompt: int, tp: int, bytes_per_param: float) -> float:
@@ -56,7 +57,8 @@ def hand_prefill_time_s(prompt: int, tp: int, bytes_per_param: float) -> float:
     latency += float(H100["scaleup_latency_log2_us"]) * 1e-6 * math.log2(tp)
     allreduce = latency + 2 * (tp - 1) / tp * prompt * hidden * 2 / (link * float(H100["scaleup_bus_efficiency"]))
     eta_c, eta_m = float(H100["compute_efficiency"]), float(H100["bandwidth_efficiency"])
-    return max(flops / (peak * eta_c), bytes_moved / (bw * eta_m)) + 2 * layers * allreduce
+    t0 = float(H100["iteration_overhead_us"]) * 1e-6
+    return max(flops / (peak * eta_c), bytes_moved / (bw * eta_m)) + 2 * layers * allreduce + t0
 
 
 def perf(precision="bf16", tp=4) -> PerfModel:

@@ -11,13 +11,14 @@ within a few ms) and Poisson, gamma, MMPP and trace arrivals (a small Azure-form
 written into ``tmp_path``, with repeated timestamps); constant, equal (prompt = output),
 uniform, exponential and heavy-tailed lognormal lengths; 1 to 64 replicas; every router;
 KV caches small enough to force preemption; every workload kind (autoregressive with
-best-of-k, diffusion LM, image and video diffusion with pipeline stages on other pools,
+best-of-k or speculative decoding of every method, served whole or split into prefill
+and decode pools on any GPUs, fabric and hand-off scheme; diffusion LM, image and video diffusion with pipeline stages on other pools,
 branching search with a fallible verifier on its own pool, service time); drains short
 enough to leave requests in flight.
 
 Examples: ``DCSIM_DIFF_EXAMPLES=N`` sets the number per test (a long local run);
-otherwise the four slow tests run 150, 150, 150 and 120 (570 in all) and the unmarked
-smoke test 12.
+otherwise the five slow tests run 150, 150, 150, 120 and 150 (720 in all) and the two
+unmarked smoke tests 12 each.
 With ``CI`` set, hypothesis is derandomized so a failure reproduces (profile in tests/conftest.py). Every shrunk
 counterexample is kept in ``test_fast_exact_regressions.py``.
 """
@@ -45,6 +46,9 @@ def check(data: dict) -> None:
         ("hand-off to another pool", req["handoffs"].sum() > 0),
         ("wait for activation memory", req["memory_wait_s"].sum() > 0),
         ("verifier calls", req["verifier_calls"].sum() > 0),
+        ("KV cache handed to a decode pool", "decode_pool" in req and (req["decode_pool"] != "").any()),
+        ("a decode side full (queued for KV room)", "decode_queue_s" in req and (req["decode_queue_s"] > 0).any()),
+        ("speculative verification steps", "tokens_per_step" in req and req["tokens_per_step"].notna().any()),
     ):
         if happened:
             event(label)
@@ -79,6 +83,22 @@ def test_memory_pressure_scenarios_agree(tmp_path_factory, data):
     """KV caches that force preemption and activation memory that makes forks wait, on
     one or two replicas (the examples above reach these paths less often)."""
     check(data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar", "picture"), pressure=True)))
+
+
+@pytest.mark.slow
+@diff_settings(150)
+@given(data=st.data())
+def test_split_and_speculative_scenarios_agree(tmp_path_factory, data):
+    """Autoregressive workloads only, most of them split into prefill and decode pools or
+    speculating, some under KV pressure (the examples above reach them less often)."""
+    pressure = data.draw(st.booleans())
+    check(data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), pressure=pressure)))
+
+
+@diff_settings(12)
+@given(data=st.data())
+def test_split_and_speculative_scenarios_agree_smoke(tmp_path_factory, data):
+    check(data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2)))
 
 
 @diff_settings(12)

@@ -79,10 +79,11 @@ def test_issue10_burst_keeps_256_in_flight_in_both_modes():
     np.testing.assert_allclose(req_fast["done_at_s"], req_exact["done_at_s"], rtol=1e-9, atol=0)
     last = req_fast["done_at_s"].max()
     # The issue measured t ≈ 103 s in exact mode with the H100 efficiencies of the time;
-    # with the MLPerf-calibrated H100 (η_m 0.419, issue 12) the same burst ends at ≈ 114 s.
-    # Either way, ~4 waves of 1,000 decode iterations at ~25 ms each (8 GB of fp8
+    # with the MLPerf-calibrated H100 (η_m 0.419, issue 12) the same burst ended at ≈ 114 s,
+    # with issue 24's fit (η_m 0.640 from TensorRT-LLM's long-output rows) at ≈ 90 s.
+    # Either way, ~4 waves of 1,000 decode iterations at ~20-25 ms each (8 GB of fp8
     # weights plus ~25 GB of KV read per iteration at 3.35 TB/s × η_m): about 100 s.
-    assert 95.0 < last < 125.0, last
+    assert 80.0 < last < 125.0, last
     # 8 admissions per mixed iteration (token budget 8192 // 1000)
     first_wave = np.sort(req_fast["admitted_at_s"].to_numpy())[:256]
     _, per_instant = np.unique(first_wave, return_counts=True)

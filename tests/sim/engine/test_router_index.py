@@ -204,9 +204,21 @@ def operations(draw, n_pools: int, n_replicas: int):
     return ops
 
 
-@settings(max_examples=150)
+@pytest.mark.slow
+@settings(max_examples=125)
 @given(data=st.data(), policy=st.sampled_from(POLICY_NAMES), sizes=pool_sizes)
 def test_indexed_router_picks_what_the_linear_scan_picks(data, policy, sizes):
+    check_router(data, policy, sizes)
+
+
+@settings(max_examples=25)
+@given(data=st.data(), policy=st.sampled_from(POLICY_NAMES), sizes=pool_sizes)
+def test_indexed_router_picks_what_the_linear_scan_picks_smoke(data, policy, sizes):
+    """The fast loop's share of the 150 examples (the slow test draws the rest)."""
+    check_router(data, policy, sizes)
+
+
+def check_router(data, policy, sizes) -> None:
     # two identical fleets of fake replicas, one behind each router, driven in lockstep
     ref_pools, new_pools = build_pools(sizes), build_pools(sizes)
     ref, new = LinearRouter(FakeRun(), policy, ref_pools), Router(FakeRun(), policy, new_pools)

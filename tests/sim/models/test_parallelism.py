@@ -52,17 +52,27 @@ def test_a_group_of_one_costs_nothing(collective):
 
 def test_h100_tp8_all_reduce_of_a_1000_token_prefill_by_hand():
     """Llama-3-70B activations of 1,000 tokens: 1,000 x 8,192 x 2 B = 16,384,000 B over the
-    8 GPUs of an HGX H100. accelerators.csv: α0 14.2 us, α1 5.1 us, η_bus 0.733, 450 GB/s.
-    α = 14.2 + 5.1·log2(8) = 29.5 us; bandwidth term 2·7/8 · 16,384,000 / (0.733 · 450e9)."""
+    8 GPUs of an HGX H100, fabric nvlink4-hgx8: α0 2.08 us, α1 0.61 us, η_bus 0.569 of
+    450 GB/s (accelerators.csv carries the same numbers). α = 2.08 + 0.61·log2(8) = 3.91 us;
+    bandwidth term 2·7/8 · 16,384,000 / (0.569 · 450e9) = 111.98 us."""
     a = _row("accelerators", "h100-sxm")
-    assert (a["scaleup_latency_us"], a["scaleup_latency_log2_us"], a["scaleup_bus_efficiency"],
-            a["scaleup_gbps_per_dir"]) == ("14.2", "5.1", "0.733", "450")
-    expected = 29.5e-6 + 1.75 * 16_384_000 / (0.733 * 450e9)  # = 116.42 us
+    assert (a["scaleup_fabric"], a["scaleup_latency_us"], a["scaleup_latency_log2_us"], a["scaleup_bus_efficiency"],
+            a["scaleup_gbps_per_dir"]) == ("nvlink4-hgx8", "2.08", "0.61", "0.569", "450")
+    expected = 3.91e-6 + 1.75 * 16_384_000 / (0.569 * 450e9)  # = 115.89 us
     link = scaleup_link(CAT.accelerator("h100-sxm"))
     assert allreduce_time_s(link, 16_384_000, 8) == pytest.approx(expected, rel=1e-12)
-    assert allreduce_time_s(link, 16_384_000, 8) == pytest.approx(116.42e-6, rel=1e-4)
+    assert allreduce_time_s(link, 16_384_000, 8) == pytest.approx(115.89e-6, rel=1e-4)
     # all-gather: the same latency, half the bandwidth term
-    assert allgather_time_s(link, 16_384_000, 8) == pytest.approx(29.5e-6 + 0.875 * 16_384_000 / (0.733 * 450e9))
+    assert allgather_time_s(link, 16_384_000, 8) == pytest.approx(3.91e-6 + 0.875 * 16_384_000 / (0.569 * 450e9))
+
+
+def test_full_mesh_fabric_gives_a_pair_one_link():
+    """MI355X xGMI: 7 links of 76.8 GB/s per direction, one per peer (vLLM PR 39080): a TP2
+    group has 76.8 GB/s, TP4 3 x 76.8 = 230.4, TP8 537.6. All-reduce of 1 MiB at TP2:
+    α 4.36 + 0.61 = 4.97 us + 1 · 1,048,576 / (0.776 · 76.8e9) = 17.59 us."""
+    link = scaleup_link(CAT.accelerator("mi355x"))
+    assert [link.group_bw_bytes_per_s(n) for n in (2, 4, 8)] == pytest.approx([76.8e9, 230.4e9, 537.6e9])
+    assert allreduce_time_s(link, 2**20, 2) == pytest.approx(4.97e-6 + 2**20 / (0.776 * 76.8e9), rel=1e-12)
 
 
 def test_scale_out_link_is_one_latency_and_the_nic_rate():
@@ -80,10 +90,10 @@ def test_scale_out_link_is_one_latency_and_the_nic_rate():
 def test_deepseek_ep64_all_to_all_by_hand():
     """DeepSeek-V3 dispatch at EP64 on NVL72: each GPU holds 512/64 = 8 tokens and sends
     each to k = 8 experts, 7,168 x 2 B: 8·8·14,336 = 917,504 B; 63/64 of it leaves.
-    α = 14.2 + 5.1·log2(64) = 44.8 us; bandwidth 900 GB/s x 0.733."""
+    Fabric nvlink5-nvl72: α = 3.27 + 0.84·log2(64) = 8.31 us; bandwidth 900 GB/s x 0.489."""
     a = _row("accelerators", "gb200")
-    assert (a["scaleup_gbps_per_dir"], a["scaleup_domain_size"]) == ("900", "72")
-    expected = 44.8e-6 + 63 / 64 * 917_504 / (0.733 * 900e9)
+    assert (a["scaleup_gbps_per_dir"], a["scaleup_domain_size"], a["scaleup_fabric"]) == ("900", "72", "nvlink5-nvl72")
+    expected = 8.31e-6 + 63 / 64 * 917_504 / (0.489 * 900e9)
     link = scaleup_link(CAT.accelerator("gb200"))
     assert alltoall_time_s(link, 917_504, 64) == pytest.approx(expected, rel=1e-12)
 

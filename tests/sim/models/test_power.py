@@ -22,11 +22,12 @@ H100 = load_catalog().accelerator("h100-sxm")
 # llm-inference-energy-a-longitudinal-analysis). v2.0 measured 0.20 J on the same model,
 # GPU and batch with older software, so the published figure itself moved by 40%.
 ML_ENERGY_J_PER_TOKEN = 0.12
-# Stated tolerance: within 30%. The simulated value (~0.10 J at 5.5 req/s, a mean decode
-# batch of ~58) is below the measurement mostly because the roofline decode is faster
-# than vLLM; the power drawn (~395 W) sits between the 300 W (batch 1) and 600 W
-# (batch 128) H100 anchors. The rate is chosen so the decode batch sits just under the
-# cap of 64 with the MLPerf-calibrated H100 efficiencies.
+# Stated tolerance: within 30%. The simulated value (~0.088 J at 6.5 req/s, a mean decode
+# batch of ~51) is below the measurement mostly because the roofline decode is faster
+# than vLLM (the H100's eta_m is fitted on TensorRT-LLM's long-output rows); the power
+# drawn (~400 W) sits between the 300 W (batch 1) and 600 W (batch 128) H100 anchors. The
+# rate is chosen so the decode batch sits just under the cap of 64 with the calibrated
+# H100 efficiencies (issue 24's fit; 5.5 req/s under the earlier one).
 TOLERANCE = 0.30
 
 
@@ -43,7 +44,7 @@ def llama8b_on_one_h100(rate_per_s: float, **top):
 
 
 def test_j_per_token_reproduces_ml_energy_llama_8b_h100_batch_64():
-    results = run_scenario(llama8b_on_one_h100(5.5))
+    results = run_scenario(llama8b_on_one_h100(6.5))
     pool, row = results.pools.iloc[0], results.summary.iloc[0]
     assert not row["unstable"]
     mean_batch = row["output_tokens_per_s"] * row["tpot_p50_s"]  # Little's law on the decode batch

@@ -37,7 +37,9 @@ def test_each_tensor_has_its_precision(weights, kv, attention):
     peak = {p: float(ACC["b200"][f"peak_{p}_tflops"]) * 1e12 for p in BYTES}
     # decode at batch 1: FLOP time = linear at the weights' peak + attention at its own peak
     ctx = 100_000
-    eta_c = float(ACC["b200"]["compute_efficiency"])
+    eta_c = float(ACC["b200"]["compute_efficiency"])  # dense GEMMs; fp4 math at eta_c x the fp4 factor
+    if weights == "fp4":
+        eta_c *= float(ACC["b200"]["fp4_efficiency_factor"])
     linear_s = 2 * float(L70["active_params_b"]) * 1e9 / (peak[weights] * eta_c)
     attn_s = 4 * int(L70["layers"]) * int(L70["heads"]) * int(L70["head_dim"]) * ctx / (peak[expected_attn] * eta_c)
     line = perf.decode_line(1)
@@ -45,7 +47,7 @@ def test_each_tensor_has_its_precision(weights, kv, attention):
 
 
 @pytest.mark.parametrize("key,precision", [("tpu-v5e", "fp8"), ("cerebras-wse3", "fp8"), ("h100-sxm", "fp4"),
-                                           ("mi300x", "fp4"), ("groq-lpu", "fp8")])
+                                           ("mi300x", "fp4"), ("groq-lpu", "fp4")])
 def test_a_part_without_a_peak_refuses_the_precision(key, precision):
     assert ACC[key][f"peak_{precision}_tflops"] == ""
     with pytest.raises(UserError, match=f"has no {precision} peak"):
@@ -66,3 +68,14 @@ def test_scenario_fields_reach_the_engine():
         caps.append(built.kv_capacity_blocks)
         assert built.perf.kv_precision == extra.get("kv_precision", "fp8")
     assert caps[1] == pytest.approx(2 * caps[0], rel=0.001)
+
+
+@pytest.mark.parametrize("model,factor", [("sdxl", True), ("sdxl-vae-decoder", True), ("flux-1-dev", False)])
+def test_the_diffusion_factor_is_for_unets_and_vaes(model, factor):
+    """SDXL's UNet and the VAE decoders run at η_c × diffusion_efficiency_factor (fitted on
+    SDXL); FLUX.1, a DiT of 57 transformer blocks, at η_c (its GEMMs are an LLM's)."""
+    row = ACC["h100-sxm"]
+    eta = float(row["compute_efficiency"]) * (float(row["diffusion_efficiency_factor"]) if factor else 1.0)
+    assert float(row["diffusion_efficiency_factor"]) != 1.0  # else the test could not tell them apart
+    perf = PerfModel(CAT.accelerator("h100-sxm"), CAT.model(model), "fp8")
+    assert perf.compute_rate == pytest.approx(float(row["peak_fp8_tflops"]) * 1e12 * eta)

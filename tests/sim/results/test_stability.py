@@ -63,7 +63,7 @@ def test_overloaded_mmc_is_unstable_and_serves_c_mu(seed):
     assert pool["unstable"] and pool["batch_fill_fraction"] > 0.99
 
 
-@pytest.mark.parametrize("rho", [0.5, 0.8, 0.9])
+@pytest.mark.parametrize("rho", [pytest.param(0.5, marks=pytest.mark.slow), pytest.param(0.8, marks=pytest.mark.slow), 0.9])
 def test_stable_mmc_is_not_flagged(rho):
     flagged = 0
     for seed in range(1, 9):

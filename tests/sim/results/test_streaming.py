@@ -128,6 +128,7 @@ def _chat(rate: float, replicas: int, **extra):
     return make_scenario(workloads, [ar_pool(replicas=replicas, max_batch=16)], **extra)
 
 
+@pytest.mark.slow  # default.yaml for 120 s, twice
 def test_streamed_summary_and_rows_match_in_memory_on_a_two_fleet_scenario():
     """default.yaml's fleets (shortened): exact columns equal, tails within α, same rows."""
     scenario = load_scenario(os.path.join(REPO, "scenarios", "default.yaml"))

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from fleets.catalog_io import apply_overlay, load_catalog, use_overlay
 from sim.cli import app
 from sim.studies.calibration import Point
-from sim.studies.validate import _identifiable
+from sim.studies.efficiency_fit import _identifiable, _Layout
 from data_files import REFERENCE
 
 CALIBRATION = REFERENCE / "calibration_points.csv"  # shipped (fleets/data/reference/NOTICE.md)
@@ -68,7 +68,7 @@ def test_a_bad_overlay_is_a_usage_error(tmp_path):
     bad.write_text("key,compute_efficiency,warp_factor\nmi300x,0.5,9\n")
     result = CliRunner().invoke(app, ["run", "scenarios/default.yaml", "--catalog", str(bad), "--quiet"])
     assert result.exit_code == 2
-    assert "warp_factor" in result.output and "bad.csv" in result.output
+    assert "bad.csv:1:3" in result.output and "not a column" in result.output  # by position: the header is not repeated
     worse = tmp_path / "worse.csv"
     worse.write_text("key,compute_efficiency\nmi300x,1.7\n")
     result = CliRunner().invoke(app, ["run", "scenarios/default.yaml", "--catalog", str(worse), "--quiet"])
@@ -93,8 +93,8 @@ def test_a_factor_is_fitted_only_where_the_chips_points_determine_it(block, expe
     """Identifiability is a rank question: by hand, a 1-row block or proportional rows have
     rank 1 (singular values s, 0), two independent rows rank 2."""
     points = [_point("x") for _ in block]
-    jac = np.hstack([np.array(block), np.zeros((len(block), 1))])
-    assert _identifiable(points, {"x": 0}, jac) == {"x": expected}
+    jac = np.hstack([np.array(block), np.zeros((len(block), 1))])  # chip x's (η_c, η_m) columns, then t_0
+    assert _identifiable(points, _Layout(("x",), ()), jac) == {"x": expected}
 
 
 def test_an_overlay_that_calibrates_a_chip_clears_its_band(tmp_path):

@@ -139,7 +139,7 @@ def test_dask_cells_equal_serial_cells(tmp_path):
         pd.testing.assert_frame_equal(getattr(serial, name), getattr(distributed, name))
     assert output_bytes(serial, tmp_path / "a") == output_bytes(distributed, tmp_path / "b")
     want = output_bytes(serial_streamed, tmp_path / "c")
-    assert sorted(want) == ["fleets.csv", "pools.csv", "requests/part-00000.parquet", "requests/part-00001.parquet",
+    assert sorted(want) == [".dcsim", "fleets.csv", "pools.csv", "requests/part-00000.parquet", "requests/part-00001.parquet",
                             "scenario.yaml", "summary.csv", "timeseries.parquet"]
     assert output_bytes(distributed_streamed, tmp_path / "d") == want
 

@@ -46,6 +46,7 @@ def test_run_planner_and_export_agree(tmp_path):
     assert "$" not in direct.read_text()
 
 
+@pytest.mark.slow  # a sweep, then its export, through the CLI
 def test_export_sweep_dir_one_row_per_point_and_fleet(tmp_path):
     sweep = write_sweep(tmp_path, {"economics.pue": [1.2, 1.5]}, seeds=1)
     out = tmp_path / "out"
@@ -65,6 +66,7 @@ def test_export_rejects_a_foreign_directory(tmp_path):
     assert done.returncode == 2 and "not a dcsim result directory" in done.stderr
 
 
+@pytest.mark.slow  # a shipped sweep file through the CLI
 def test_sweep_mix_file_runs_shortened(tmp_path):
     data = yaml.safe_load((REPO / "scenarios" / "sweep-mix.yaml").read_text())
     assert len(data["grid"]) == 2 and data["seeds"] == 2  # 4 x 2 grid x 3 fleets x 2 seeds = 48
@@ -80,6 +82,7 @@ def test_sweep_mix_file_runs_shortened(tmp_path):
     assert len(pd.read_csv(tmp_path / "p.csv")) == 3
 
 
+@pytest.mark.slow  # a two-quarter plan search through the CLI
 def test_plan_example_runs_shortened(tmp_path):
     data = yaml.safe_load((REPO / "scenarios" / "plan-example.yaml").read_text())
     data.update(duration_s=30, warmup_s=5, drain_s=60, headroom=False)

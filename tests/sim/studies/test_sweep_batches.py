@@ -41,14 +41,23 @@ class OnePointPerTask(SerialExecutor):
     slots = 10_000  # forces batches of one point
 
 
-def test_batched_and_unbatched_sweeps_write_the_same_tables(tmp_path, monkeypatch):
-    spec = load_sweep(write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [2, 3, 4]}, seeds=2))
-    outs = {}
-    for name, executor in (("batched", SerialExecutor()), ("single", OnePointPerTask())):
-        monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers, e=executor: e)
-        run_sweep(spec, tmp_path / name)
-        outs[name] = pd.read_csv(tmp_path / name / "runs.csv")
-    pd.testing.assert_frame_equal(outs["batched"], outs["single"])
+@pytest.fixture(scope="module")
+def serial_sweep(tmp_path_factory):
+    """(spec, runs.csv) of 12 points run in batches by the serial executor: the table
+    both tests below compare their runs against (run once for the module)."""
+    tmp = tmp_path_factory.mktemp("serial-sweep")
+    spec = load_sweep(write_sweep(tmp, {"workloads.chat.arrival.rate_per_s": [2, 3, 4]}, seeds=2))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: SerialExecutor())
+        run_sweep(spec, tmp / "serial")
+    return spec, pd.read_csv(tmp / "serial" / "runs.csv")
+
+
+def test_batched_and_unbatched_sweeps_write_the_same_tables(tmp_path, monkeypatch, serial_sweep):
+    spec, batched = serial_sweep
+    monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: OnePointPerTask())
+    run_sweep(spec, tmp_path / "single")
+    pd.testing.assert_frame_equal(batched, pd.read_csv(tmp_path / "single" / "runs.csv"))
 
 
 class NeverStarts(SerialExecutor):
@@ -82,7 +91,7 @@ class StartsAtOnce(SerialExecutor):
         return super().submit(fn, arg)
 
 
-def test_the_sweep_runs_its_points_itself_until_workers_are_worth_it(tmp_path, monkeypatch):
+def test_the_sweep_runs_its_points_itself_until_workers_are_worth_it(tmp_path, monkeypatch, serial_sweep):
     """A sweep shorter than the workers' start (12 points of ~0.1 s against a start
     taken as 60 s) launches none and runs serially. Forced to launch (WORKER_START_S =
     0): workers that never start leave every point to the sweep's own process, nothing
@@ -90,14 +99,13 @@ def test_the_sweep_runs_its_points_itself_until_workers_are_worth_it(tmp_path, m
     here). The tables are the serial ones every time."""
     import sim.studies.sweep as sweep
 
-    spec = load_sweep(write_sweep(tmp_path, {"workloads.chat.arrival.rate_per_s": [2, 3, 4]}, seeds=2))
+    spec, serial = serial_sweep
 
     def run(name, executor):
         monkeypatch.setattr("sim.studies.sweep.make_executor", lambda dask, workers: executor)
         report = run_sweep(spec, tmp_path / name)
         return report, pd.read_csv(tmp_path / name / "runs.csv")
 
-    _, serial = run("serial", SerialExecutor())
     monkeypatch.setattr(sweep, "WORKER_START_S", 60.0)
     short = StartsAtOnce()
     _, table = run("short", short)

@@ -47,9 +47,11 @@ def test_strict_exits_1_on_a_failed_point(tmp_path):
     "grid, words",
     [
         ({"workloads.chat.arrival.rate_per_sec": [1]}, ["workloads.chat.arrival.rate_per_sec", "rate_per_sec", "rate_per_s"]),
-        ({"fleets.a100.pools.chat.replicas": [1]}, ["fleets.a100.pools.chat.replicas", "a100", "h100"]),
-        ({"workloads.chat.arrival.rate_per_s": [2, -1]}, ["workloads.chat.arrival.rate_per_s", "-1"]),
-        ({"economics.pue": []}, ["economics.pue", "non-empty list"]),
+        pytest.param({"fleets.a100.pools.chat.replicas": [1]}, ["fleets.a100.pools.chat.replicas", "a100", "h100"],
+                     marks=pytest.mark.slow),  # each case runs the CLI once
+        pytest.param({"workloads.chat.arrival.rate_per_s": [2, -1]}, ["workloads.chat.arrival.rate_per_s", "-1"],
+                     marks=pytest.mark.slow),
+        pytest.param({"economics.pue": []}, ["economics.pue", "non-empty list"], marks=pytest.mark.slow),
     ],
 )
 def test_bad_grid_is_a_user_error_naming_path_and_value(tmp_path, grid, words):

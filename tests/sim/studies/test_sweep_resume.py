@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import pandas as pd
+import pytest
 from pandas.testing import assert_frame_equal
 from sweep_cases import REPO, cli_command, cli_env, run_cli, write_sweep
 
@@ -18,6 +19,7 @@ def _points(out):
     return {p.name: p.stat().st_mtime_ns for p in (out / "points").glob("*.parquet")} if (out / "points").exists() else {}
 
 
+@pytest.mark.slow  # three sweeps of 24 points through the CLI, one killed part-way
 def test_killed_sweep_resumes_only_missing_points(tmp_path):
     sweep = write_sweep(tmp_path, GRID, seeds=2, set_=SET)  # 6 x 2 fleets x 2 seeds = 24 points
     out = tmp_path / "out"

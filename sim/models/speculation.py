@@ -1,0 +1,177 @@
+"""The cost of speculative decoding on one pool: a verification step and its draft.
+
+A decode step of a speculating replica (:class:`SpecPlan`) over ``b`` sequences whose
+contexts sum to C tokens::
+
+    t(C) = verify(C) + k · draft(C)
+
+- verify: one forward of the target over b·(k+1) tokens
+  (:meth:`sim.models.perf.PerfModel.verify_line`): linear FLOP and weight streaming for
+  b·(k+1) tokens (a mixture of experts touches the experts of b·(k+1) tokens), every
+  token attending to its sequence's context, the KV cache read once per sequence, TP
+  all-reduces of b·(k+1) tokens. Memory-bound at small b, so nearly free tokens there;
+  compute-bound at large b, where it costs (k+1)× a decode step and the gain turns into a
+  loss (vLLM speculative-decoding blog, 2024-10-17: 1.5–2.8× at QPS 1, 1.4–1.8× slower at
+  high QPS on Llama-3-70B / 4×H100).
+- draft: k forwards of the drafter over b tokens each, one after the other (each draft
+  token needs the one before): a draft model of the catalog, or an MTP / EAGLE head of
+  ``head_layers`` decoder layers of the target's shape reading the target's output
+  projection (``head_vocab`` × hidden weights), both on the replica's own accelerators
+  and layout; an n-gram lookup costs no accelerator time.
+
+Per step each sequence's context grows by the expected tokens a step emits, E[L]
+(:func:`sim.workloads.speculation.expected_tokens_per_step`), stored as a multiple of
+1/:data:`GROWTH_DEN` (so the replica counts KV tokens in integers: ⌊I·g_num / 1024⌋
+after I steps) while each request ends after its own drawn number of steps.
+
+Memory: a draft model's weights and an MTP / EAGLE head's own layers (not the shared
+output projection) sit in the replica beside the target's; the drafter's KV cache per
+token adds to the target's when the KV capacity is counted.
+
+A mixed iteration (prefill of new prompts while the others verify): the target's
+:meth:`~sim.models.perf.PerfModel.mixed_cost` with each decoder counted as k+1 decode
+tokens (its context read once per token: an upper bound on the KV bytes; mixed
+iterations are compute-bound by their prompts), plus the drafter's prefill of the new
+prompts and its k forwards for the decoders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fleets.catalog import Model
+from sim.models.perf import DecodeLine, PerfModel
+from sim.workloads.speculation import Speculation, expected_tokens_per_step
+
+GROWTH_DEN = 1024
+"""Denominator of a speculating sequence's KV growth per step (g = g_num / GROWTH_DEN)."""
+
+
+def head_model(target: Model, layers: int, vocab: int, method: str) -> Model:
+    """An MTP / EAGLE draft head: ``layers`` decoder layers of ``target``'s shape plus the
+    output projection it reads (vocab × hidden). A layer's share of the parameters outside
+    the experts is (shared − 2·vocab·hidden) / layers (the input embedding and the output
+    projection taken out); a mixture of experts' head layer has the target's experts at
+    their per-layer size (expert_params / routed layers). DeepSeek-V3 (vocab 129,280,
+    hidden 7,168, 61 layers, 58 with experts): 0.24 B shared + 256 × 0.044 B experts per
+    layer + 0.93 B projection = 12.4 B, of which 1.52 B active (8 experts): the report's
+    MTP module is 11.5 B unique parameters, 2.4 B active including the shared 0.9 B
+    embedding and 0.9 B output head (DeepSeek-V3 README_WEIGHTS.md)."""
+    projection = float(vocab) * (target.hidden or 0)
+    per_layer = (target.shared_params - 2.0 * projection) / (target.layers or 1)
+    shared = per_layer * layers + projection
+    if target.is_moe:
+        expert = target.expert_params / target.routed_layers * layers
+        params = shared + target.n_experts * expert
+        active = shared + target.experts_per_token * expert
+    else:
+        expert, params, active = target.expert_params, shared, shared
+    return dataclasses.replace(
+        target, key=f"{target.key}:{method}-head", name=f"{target.name} {method} head", params=params,
+        active_params=active, layers=layers, expert_params=expert, moe_layers=layers if target.is_moe else None)
+
+
+class SpecPlan:
+    """Speculative decoding on one pool (module docstring): the verification and draft
+    lines per batch size (memoised), their work, the drafter's memory.
+
+    Args:
+        spec: the workload's settings.
+        perf: the pool's target model roofline.
+        draft: the drafter's roofline on the same accelerators and layout (None: n-gram).
+        draft_resident_bytes: weights the drafter adds to a replica.
+    """
+
+    def __init__(self, spec: Speculation, perf: PerfModel, draft: PerfModel | None,
+                 draft_resident_bytes: float) -> None:
+        self.spec = spec
+        self.k = spec.draft_tokens
+        self.acceptance = spec.acceptance_by_position()
+        self.tokens_per_step = expected_tokens_per_step(self.acceptance)
+        self.growth_num = int(round(self.tokens_per_step * GROWTH_DEN))
+        self.growth = self.growth_num / GROWTH_DEN
+        self.perf = perf
+        self.draft = draft
+        self.draft_resident_bytes = draft_resident_bytes
+        self.draft_kv_bytes_per_token = draft.kv_bytes_per_token if draft is not None else 0.0
+        # per-token constants of the work sums (a replica asks for them at every boundary)
+        self.lin, self.attn, self.kv = perf.linear_flops_per_token, perf.attn_flops_per_pair, perf.kv_bytes_per_token
+        self.d_lin = draft.linear_flops_per_token if draft is not None else 0.0
+        self.d_attn = draft.attn_flops_per_pair if draft is not None else 0.0
+        self._lines: dict[int, tuple] = {}  # batch -> (line, weight bytes of a step's verification, of a draft forward)
+
+    def _of(self, batch: int) -> tuple:
+        entry = self._lines.get(batch)
+        if entry is None:
+            v = self.perf.verify_line(batch, self.k + 1)
+            d = self.draft.decode_line(batch) if self.draft is not None else None
+            line = DecodeLine(v.c0, v.c1, v.m0, v.m1, v.k, self.growth, d, float(self.k) if d is not None else 0.0)
+            entry = (line, self.perf.weight_bytes_read(batch * (self.k + 1)),
+                     self.draft.weight_bytes_read(batch) if self.draft is not None else 0.0)
+            self._lines[batch] = entry
+        return entry
+
+    def line(self, batch: int) -> DecodeLine:
+        """The step of ``batch`` sequences as a :class:`~sim.models.perf.DecodeLine`
+        (verification, k draft forwards, growth g per sequence); memoised per batch."""
+        return self._of(batch)[0]
+
+    def step_time_s(self, batch: int, context_tokens: float) -> float:
+        """One step of ``batch`` sequences whose contexts sum to ``context_tokens``, s."""
+        return self.line(batch).time_s(context_tokens)
+
+    def stretch_work(self, batch: int, context0: float, n: int) -> tuple[float, float]:
+        """(FLOP, bytes) of ``n`` steps from total context ``context0`` (closed form)."""
+        q = self.k + 1
+        entry = self._of(batch)
+        contexts = n * context0 + batch * self.growth * n * (n - 1) / 2.0
+        flops = self.lin * batch * q * n + self.attn * (q * contexts + n * batch * q * (q - 1) / 2.0)
+        moved = entry[1] * n + self.kv * contexts
+        if self.draft is not None:
+            flops += self.k * (self.d_lin * batch * n + self.d_attn * contexts)
+            moved += self.k * (entry[2] * n + self.draft_kv_bytes_per_token * contexts)
+        return flops, moved
+
+    def mixed_cost(self, new_tokens: float, new_sq: float, n_decode: int, context: float,
+                   copied: float) -> tuple[float, float, float]:
+        """(time_s, FLOP, bytes) of a mixed iteration (module docstring)."""
+        q = self.k + 1
+        t, flops, moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode * q, context * q, copied)
+        if self.draft is not None:
+            td, fd, md = self.draft.mixed_cost(new_tokens, new_sq, 0, 0.0)
+            t, flops, moved = t + td, flops + fd, moved + md
+            if n_decode:
+                entry = self._of(n_decode)
+                d = entry[0].draft
+                t += self.k * (max(d.c0 + d.c1 * context, d.m0 + d.m1 * context) + d.k)
+                flops += self.k * (self.d_lin * n_decode + self.d_attn * context)
+                moved += self.k * (entry[2] + self.draft_kv_bytes_per_token * context)
+        return t, flops, moved
+
+
+def spec_plan(spec: Speculation, perf: PerfModel, model_of, iteration_overhead_s: float = 0.0) -> SpecPlan:
+    """The :class:`SpecPlan` of ``spec`` on a pool whose target roofline is ``perf``
+    (``model_of``: catalog model key -> Model, for a draft model).
+
+    Raises:
+        UserError / LayoutError: the drafter cannot run at the pool's layout (e.g. TP not
+            dividing a draft model's heads), naming the model and accelerator."""
+    if spec.method == "ngram":
+        return SpecPlan(spec, perf, None, 0.0)
+    acc, precision = perf.accelerator, perf.precision
+    if spec.method == "draft_model":
+        model = model_of(spec.draft_model)
+        shared = 0.0
+    else:
+        model = head_model(perf.model, spec.head_layers, spec.head_vocab, spec.method)
+        per_param = perf.model.weight_bytes(precision) / perf.model.params
+        shared = float(spec.head_vocab) * (perf.model.hidden or 0) * per_param
+    ep = perf.ep if model.is_moe else 1
+    # The drafter's forwards run inside the verification's engine iteration (one schedule,
+    # one sampling pass, captured in the same CUDA graph in vLLM, SGLang and TensorRT-LLM),
+    # so they pay their roofline time and all-reduces but not the accelerator's fitted
+    # per-iteration overhead t_0 (1.5 ms, docs/accuracy.md), which the verification pays once.
+    draft = PerfModel(dataclasses.replace(acc, iteration_overhead_s=0.0), model, precision, perf.tp, perf.pp, iteration_overhead_s, perf.kv_precision,
+                      perf.attention_precision, ep=ep)
+    copies = ep // perf.tp if ep > 1 else 1  # under EP each attention group holds its own projection
+    return SpecPlan(spec, perf, draft, max(draft.weight_bytes - shared * copies, 0.0))
