@@ -37,6 +37,7 @@ from sim.models.economics import check_rentable
 from fleets.fabrics import with_fabric
 from sim.models.kv_transfer import KVEnd, KVLink, kv_link
 from sim.models.perf import PerfModel, StagePerfs
+from sim.ops_plan import OpsPlan, lora_overhead_s, ops_plan, resident_extra_bytes
 from sim.models.speculation import SpecPlan, spec_plan
 from sim.models.video_parallel import video_perfs, video_scheme
 from sim.scenario import Economics, FleetConfig, PoolConfig, Scenario, fleet_workloads, split_serves
@@ -89,6 +90,7 @@ class PoolPlan:
     kv_capacity_blocks: int = 0
     free_bytes: float = 0.0
     resident_bytes: float = 0.0
+    ops: OpsPlan | None = None  # residency, autoscale, failures (sim.ops_plan); None: none set
     role: str = ""
     spec: SpecPlan | None = None
 
@@ -138,6 +140,12 @@ class FleetPlan:
     window: RunWindow
     economics: Economics
     config: FleetConfig
+    seed: int = 0  # the scenario's: the failure processes draw from streams spawned from it
+
+    @property
+    def operated(self) -> bool:
+        """Some pool has residency, autoscale or failures (the engine's operations layer runs)."""
+        return any(p.ops is not None for p in self.pools)
 
     def workload(self, name: str) -> WorkloadRoute:
         return next(r for r in self.routes if r.name == name)
@@ -202,7 +210,8 @@ def resolve_fleet(scenario: Scenario, fleet: int, catalog: Catalog | None = None
     routes = tuple(_route(scenario, catalog, pools, w, name, shapes.get(name))
                    for w, name in enumerate(scenario.workloads) if name in served)
     return FleetPlan(fleet, cfg.name, cfg.router, tuple(pools), packing, routes, tuple(scenario.workloads),
-                     tuple(scenario.workloads.values()), run_window(scenario), scenario.economics, cfg)
+                     tuple(scenario.workloads.values()), run_window(scenario), scenario.economics, cfg,
+                     scenario.seed)
 
 
 def _route(scenario: Scenario, catalog: Catalog, pools: list[PoolPlan], w: int, name: str,
@@ -258,6 +267,11 @@ def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog,
         pool = _new_pool(i, cfg, scenario, names, placed)
         if pool.family != "service":
             _place(pool, catalog, shapes, names, where)
+            pool.ops = ops_plan(cfg, pool.layout, pool.layout.model, list(pool.workloads.values()),
+                                scenario.economics, where)
+        elif cfg.operated:
+            raise PlacementError(f"{where}: residency, autoscale and failures need a model-serving pool "
+                                 f"(autoregressive or step-batched), not a service-time pool")
         pools.append(pool)
     return pools
 
@@ -333,6 +347,10 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
         raise PlacementError(f"{where}: serves no stage that runs a model ({cfg.serves})")
     main, extra = models[0], models[1:]
     extra_weights = sum(m.weight_bytes(cfg.precision) for m in extra)
+    if cfg.residency is not None:  # more checkpoints and an adapter cache in each replica's HBM
+        extra_weights += resident_extra_bytes(cfg, main.weight_bytes(cfg.precision), main,
+                                              list(pool.workloads.values()), where)
+    overhead_s = cfg.iteration_overhead_s + lora_overhead_s(cfg, list(pool.workloads.values()))
     spec = _speculation(pool, accelerator, main, catalog, where)
     if spec is not None:
         extra_weights += spec.draft_resident_bytes
@@ -359,11 +377,11 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
     # the perf model after placement: placement refuses a TP group larger than the scale-up
     # domain (e.g. tp=4 on a wafer-scale part with no scale-up link) before any
     # communication time is computed over a link that does not exist
-    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+    perf = PerfModel(accelerator, main, cfg.precision, cfg.tp, cfg.pp, overhead_s,
                      cfg.kv_precision, cfg.attention_precision, ep=cfg.ep)
     pool.layout = layout
     pool.perf = perf
-    pool.stage_perfs = StagePerfs(perf, catalog.model, cfg.tp, cfg.pp, cfg.iteration_overhead_s,
+    pool.stage_perfs = StagePerfs(perf, catalog.model, cfg.tp, cfg.pp, overhead_s,
                                   cfg.kv_precision, cfg.attention_precision)
     pool.resident_bytes = layout.replica_weight_bytes + extra_weights
     pool.free_bytes = layout.replica_free_bytes - extra_weights

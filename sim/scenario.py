@@ -17,6 +17,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from sim.errors import ScenarioError
+from sim.operations import Autoscale, Failures, Loading, Residency
 from sim.loader import LoadedYaml, check_file_kind, check_plain_data, dotted, load_yaml, resolve_paths
 from sim.schema_errors import format_validation_error
 from sim.workloads import Workload, kind_of
@@ -32,6 +33,9 @@ window), so memory does not bound it; time and disk do: a billion requests are a
 4 hours of one core at ~66,000 requests/s and ~180 GB of ``requests.parquet`` (178 bytes
 per request measured on ``bench/bench_engine.py``'s scenario, 2026-11-24), written twice
 while the rows are costed."""
+MAX_DURATION_S = 90 * 86400
+"""Longest ``duration_s`` (90 days: a fleet over weeks, e.g. the 54 days of the Llama 3
+failure record); drains, warm-ups and SLO bounds stay within 30 days (MAX_SPAN_S)."""
 MAX_IN_MEMORY_REQUESTS = 2_000_000
 """Most requests a run with ``engine.stream: off`` may expect (one row per request in
 memory: ~1.5 GB of peak RSS per million requests)."""
@@ -98,17 +102,42 @@ class PoolConfig(Strict):
         None, description="scale-up domain label: pools sharing it (same accelerator) hand off over the scale-up link"
     )
     rack_power_budget_kw: float | None = Field(None, gt=0, le=10_000)
+    # operations (sim/operations.py, docs/operations.md); absent: every replica warm, one model, never failing
+    loading: Loading | None = Field(None, description="where weights load from (model swaps, cold starts)")
+    residency: Residency | None = Field(None, description="several checkpoints and LoRA adapters on the pool")
+    autoscale: Autoscale | None = Field(None, description="replicas powered with demand; replicas is the maximum")
+    failures: Failures | None = Field(None, description="component failures, detection, repair and spares")
+
     scaleout_fabric: str | None = Field(
         None, description="scale-out NIC per accelerator, a key of fleets/data/fabrics.csv (ib-ndr-400, roce-400, "
         "eth-200 ...); default: the accelerator's catalog figures")
 
     @model_serializer(mode="wrap")
     def _leave_out_unset(self, handler):
-        """The saved scenario lists ``scaleout_fabric`` only when set."""
+        """The saved scenario lists ``scaleout_fabric`` and the operations blocks only when
+        set (a scenario without them saves as it always did)."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("scaleout_fabric") is None:
-            data.pop("scaleout_fabric", None)
+        if isinstance(data, dict):
+            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures"):
+                if data.get(key) is None:
+                    data.pop(key, None)
         return data
+
+    @model_validator(mode="after")
+    def _operations(self) -> "PoolConfig":
+        if (self.residency is not None or self.autoscale is not None) and self.loading is None:
+            raise ValueError(f"pool '{self.name}': residency and autoscale load weights: give loading "
+                             "(storage tier key, host_link)")
+        a = self.autoscale
+        if a is not None and not a.min_replicas <= (a.initial_replicas or a.min_replicas) <= self.replicas:
+            raise ValueError(f"pool '{self.name}': autoscale needs min_replicas (={a.min_replicas}) <= "
+                             f"initial_replicas (={a.initial_replicas or a.min_replicas}) <= replicas (={self.replicas}, the maximum)")
+        return self
+
+    @property
+    def operated(self) -> bool:
+        """Any of residency, autoscale or failures is set (the engine's operations layer runs)."""
+        return self.residency is not None or self.autoscale is not None or self.failures is not None
 
 
 class FleetConfig(Strict):
@@ -199,6 +228,11 @@ class EngineConfig(Strict):
         description="stream request rows to Parquet and build the summary from accumulators and "
         "DDSketch tails (bounded memory): on, off, or auto (on above 1,000,000 requests)",
     )
+    output: Literal["rows", "summary"] = Field(
+        "rows",
+        description="rows: per-request rows (requests.parquet when streamed); summary: counters and mergeable "
+        "quantile sketches only (streams, writes no request rows: 10^8-10^9 requests in bounded memory and disk)",
+    )
 
 
 class Scenario(Strict):
@@ -215,7 +249,7 @@ class Scenario(Strict):
     name: str = "scenario"
     description: str = ""
     seed: int = Field(0, ge=0, lt=2**63)
-    duration_s: float = Field(gt=0, le=MAX_SPAN_S)
+    duration_s: float = Field(gt=0, le=MAX_DURATION_S)
     warmup_s: float = Field(0.0, ge=0, le=MAX_SPAN_S)
     drain_s: float = Field(600.0, ge=0, le=MAX_SPAN_S, description="at most 30 days; a drain never runs forever")
     sample_interval_s: float | None = Field(
@@ -237,8 +271,13 @@ class Scenario(Strict):
             raise ValueError(f"fleet names must be unique; repeated: {dupes}")
         for fleet in self.fleets:
             _check_serves(self, fleet)
+            _check_operations(self, fleet)
         for name, wl in self.workloads.items():
             kind_of(wl).check_arrival(name, wl)
+            mix = getattr(wl, "mix", None)
+            if mix is not None and mix.from_trace and getattr(wl.arrival, "format", None) != "genai_csv":
+                raise ValueError(f"workloads.{name}.mix.from_trace: only an image trace (arrival format genai_csv) "
+                                 "names checkpoints and adapters; set models/adapters instead")
         _check_sizes(self)
         for name, wl in self.workloads.items():
             kind_of(wl).check(name, wl)
@@ -311,6 +350,23 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
     missing = [n for n in fleet_workloads(scenario, fleet) if n not in served]
     if missing:
         raise ValueError(f"{at}.pools: fleet '{fleet.name}' has no pool serving workload(s) {missing}")
+
+
+def _check_operations(scenario: Scenario, fleet: FleetConfig) -> None:
+    """Autoscaling and failures take replicas out of routing by their outstanding count,
+    which round robin does not read; residency serves one workload's checkpoints."""
+    at = f"fleets.{scenario.fleets.index(fleet)}"
+    for p, pool in enumerate(fleet.pools):
+        if (pool.autoscale or pool.failures) and fleet.router == "round_robin":
+            raise ValueError(f"{at}.router: pool '{pool.name}' autoscales or fails, which needs a router that reads "
+                             "replica load: least_outstanding, join_shortest_queue or central_queue, not round_robin")
+        if pool.operated and any(":" in e for e in pool.serves):
+            raise ValueError(f"{at}.pools.{p}: pool '{pool.name}' serves a separate pipeline stage ({pool.serves}); "
+                             "residency, autoscale and failures apply to pools serving whole workloads")
+        mixed = [e for e in pool.serves if getattr(scenario.workloads[split_serves(e)[0]], "mix", None) is not None]
+        if mixed and pool.residency is None:
+            raise ValueError(f"{at}.pools.{p}.residency: pool '{pool.name}' serves workload(s) {mixed} with a model "
+                             "mix (checkpoints, adapters): give the pool residency (and loading)")
 
 
 def _check_split_pool(scenario: Scenario, fleet: FleetConfig, p: int, pool: PoolConfig, at: str) -> None:
@@ -409,9 +465,27 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(resolve_paths(loaded.data, Path(path).parent), str(path), loaded)
 
 
+OPTIONAL_BLOCKS = {"pool": ("loading", "residency", "autoscale", "failures"), "workload": ("mix",)}
+"""Blocks left out of the saved scenario when unset, so a scenario that does not use them
+saves as it did before they existed."""
+
+
 def scenario_to_yaml(scenario: Scenario) -> str:
-    """The resolved scenario (defaults filled in) as YAML, saved beside every result."""
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    """The resolved scenario (defaults filled in) as YAML, saved beside every result
+    (the :data:`OPTIONAL_BLOCKS` and ``engine.output: rows`` only when set)."""
+    data = scenario.model_dump(mode="json")
+    if data["engine"].get("output") == "rows":
+        del data["engine"]["output"]
+    for wl in data["workloads"].values():
+        for key in OPTIONAL_BLOCKS["workload"]:
+            if wl.get(key, 0) is None:
+                del wl[key]
+    for fleet in data["fleets"]:
+        for pool in fleet["pools"]:
+            for key in OPTIONAL_BLOCKS["pool"]:
+                if pool.get(key, 0) is None:
+                    del pool[key]
+    return yaml.safe_dump(data, sort_keys=False)
 
 
 # --- catalog references -------------------------------------------------------------

@@ -90,6 +90,10 @@ GENAI_COLUMNS = (
     "gmt_create", "predict_type", "predict_status", "exec_time_seconds",
     "negative_prompt_length", "num_images_per_prompt", "num_inference_steps",
 )
+OPTIONAL_COLUMNS = ("checkpoint_model_version_id", "num_lora")
+"""Read when present (a model mix from the trace, sim/workloads/mix.py): the base checkpoint
+and the number of LoRA adapters of each request."""
+MAX_LORAS = 64
 TASKS = ("TXT_2_IMG", "IMG_2_IMG", "INPAINTING")
 STATUSES = ("SUCCEED", "FAILED", "PENDING", "PROCESSING")
 TXT2IMG, IMG2IMG, INPAINTING = range(3)
@@ -113,6 +117,9 @@ class GenaiTrace:
         steps: int64 requested denoising steps; 0 where the row has none.
         negative_prompt: bool, a non-empty negative prompt.
         source_path: the resolved file.
+        checkpoint: int64 rank of the row's ``checkpoint_model_version_id`` by how many
+            rows name it (0: the most named; ties by id); 0 when the column is absent.
+        loras: int64 ``num_lora``; 0 when empty or absent.
     """
 
     created: np.ndarray
@@ -123,6 +130,8 @@ class GenaiTrace:
     steps: np.ndarray
     negative_prompt: np.ndarray
     source_path: Path
+    checkpoint: np.ndarray | None = None
+    loras: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
@@ -152,7 +161,7 @@ def load_genai_trace(path: str | Path) -> GenaiTrace:
 @lru_cache(maxsize=4)
 def _load_cached(path: Path, mtime_ns: int) -> GenaiTrace:
     with reraised_as(TraceError):
-        table = read_csv(path, "trace", GENAI_COLUMNS)
+        table = read_csv(path, "trace", GENAI_COLUMNS, MIX_COLUMNS)
         if table.rows == 0:
             raise TraceError(f"{path}:2: no data rows after the header; expected one request per line")
         column = pd.Series(table.columns["gmt_create"], dtype=object)
@@ -167,6 +176,7 @@ def _load_cached(path: Path, mtime_ns: int) -> GenaiTrace:
                                low=1, high=MAX_IMAGES, empty=True)
         steps = table.numbers("num_inference_steps", f"an integer 1..{MAX_STEPS} or empty", integer=True,
                               low=1, high=MAX_STEPS, empty=True)
+        checkpoint, loras = _mix_columns(table)
     order = np.argsort(created.to_numpy(), kind="stable")
     arrays = (
         created.to_numpy()[order], task.to_numpy(dtype=np.int8)[order],
@@ -174,9 +184,28 @@ def _load_cached(path: Path, mtime_ns: int) -> GenaiTrace:
         np.nan_to_num(images).astype(np.int64)[order], np.nan_to_num(steps).astype(np.int64)[order],
         (np.nan_to_num(negative) > 0)[order],
     )
-    for array in arrays:
+    checkpoint, loras = checkpoint[order], loras[order]
+    for array in arrays + (checkpoint, loras):
         array.setflags(write=False)
-    return GenaiTrace(*arrays, source_path=path)
+    return GenaiTrace(*arrays, source_path=path, checkpoint=checkpoint, loras=loras)
+
+
+MIX_COLUMNS = ("checkpoint_model_version_id", "num_lora")
+"""Optional columns of the model mix: the base checkpoint and the number of LoRA adapters."""
+
+
+def _mix_columns(table) -> tuple[np.ndarray, np.ndarray]:
+    """(checkpoint rank, LoRA count) per row in file order (see :class:`GenaiTrace`); an
+    absent column reads as empty cells (rank 0, no adapter).
+
+    Raises:
+        InputError: a ``num_lora`` cell that is not a whole number 0..MAX_LORAS (line, field)."""
+    ids = pd.Series([text.strip() for text in table.columns["checkpoint_model_version_id"]], dtype=object)
+    counts = ids.value_counts()
+    ranked = sorted(counts.index, key=lambda k: (-counts[k], k))
+    checkpoint = ids.map({k: i for i, k in enumerate(ranked)}).to_numpy(dtype=np.int64)
+    loras = table.numbers("num_lora", f"an integer 0..{MAX_LORAS} or empty", integer=True, high=MAX_LORAS, empty=True)
+    return checkpoint, np.nan_to_num(loras).astype(np.int64)
 
 
 class GenaiTraceArrivals(BaseModel):
@@ -287,6 +316,11 @@ class GenaiTraceArrivals(BaseModel):
             "images": np.where(known, images, 1).astype(np.int64),
             "cfg": np.where(known, cfg, -1).astype(np.int8),
         }
+
+    def checkpoints_and_loras(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(checkpoint rank, LoRA adapters) of trace rows ``rows``, int64 shape (k,)."""
+        trace = self.trace()
+        return trace.checkpoint[rows].astype(np.int64), trace.loras[rows].astype(np.int64)
 
     @property
     def mean_rate_per_s(self) -> float:

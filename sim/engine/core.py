@@ -31,6 +31,7 @@ from fleets.catalog import Catalog
 from fleets.catalog_io import load_catalog
 from sim.engine.demand import DemandStream, WorkloadDemand, demand_streams, generate_demand
 from sim.engine.journey import Handoffs, JourneyPlanner
+from sim.engine.operations import FleetOps
 from sim.engine.outcomes import Outcomes
 from sim.engine.pools import Pool
 from sim.engine.replica_ar import ARReplica
@@ -67,6 +68,8 @@ class FleetRun:
     pool_shares: pd.DataFrame = field(default_factory=pd.DataFrame)
     plan: FleetPlan | None = field(default=None, repr=False)
     streamed: bool = False
+    operations: pd.DataFrame | None = None  # operated pools only (sim.engine.operations): counters, GPU-hours
+    capacity: pd.DataFrame | None = None  # their serving/powered/failed replicas over time
 
 
 def simulate(
@@ -150,6 +153,7 @@ def run_fleet(
             entry = _entry(routes[name], pools, routers, run, plan.router)
             _ArrivalFeed(run, w, first_id, demand[name], entry, routes[name].config, outcomes)
         first_id += len(demand[name])
+    ops = FleetOps(run, plan, pools, routers, _REPLICA_TYPES) if plan.operated else None
     run.env.process(_stop_arrivals(run, window.duration_s))
     interval = window.sample_interval_s or window.duration_s / SAMPLES_WINDOW
     sampler = _Sampler(run, pools, list(routers.values()), interval)
@@ -159,7 +163,8 @@ def run_fleet(
         for replica in pool.replicas:
             replica.settle()
     outcomes.finish_in_flight()
-    run.outcomes = None
+    run.outcomes = run.on_finished = None
+    operations, capacity = ops.frames() if ops is not None else (None, None)
     if sink is None:
         cols, shares = outcomes.columns()
     else:
@@ -174,6 +179,8 @@ def run_fleet(
         pool_shares=frames.shares(shares),
         plan=plan,
         streamed=sink is not None,
+        operations=operations,
+        capacity=capacity,
     )
 
 
@@ -296,6 +303,8 @@ class _ArrivalFeed:
         self.steps = chunk.steps[start:end].tolist()
         self.service = chunk.service_s[start:end].tolist()
         self.draws = chunk.draws[start:end] if chunk.draws is not None else None
+        self.mix = None if chunk.variant is None else (chunk.variant[start:end].tolist(),
+                                                       chunk.adapter[start:end].tolist(), chunk.lora[start:end].tolist())
         self.images = chunk.images[start:end].tolist() if chunk.images is not None else None
         self.cfg = chunk.cfg[start:end].tolist() if chunk.cfg is not None else None
         return True
@@ -314,6 +323,8 @@ class _ArrivalFeed:
                 req = Request(ids[i], w, times[i], prompt[i], output[i], steps[i], service[i])
                 if self.branches != 1:
                     req.branches = self.branches
+                if self.mix is not None:
+                    req.variant, req.adapter, req.lora = self.mix[0][i], self.mix[1][i], self.mix[2][i]
                 self.arrived(req)
                 if self.planner is None:
                     self.router.dispatch(req)

@@ -30,6 +30,7 @@ from fleets.catalog_io import load_catalog
 from sim.scenario import Scenario
 from sim.workloads import kind_of
 from sim.workloads.base import Draws, RequestShapes
+from sim.workloads.mix import draw_mix
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,9 @@ class WorkloadDemand:
     images: np.ndarray | None = None  # image diffusion trace replay: samples per request
     cfg: np.ndarray | None = None  # image diffusion trace replay: int8 CFG 1/0, -1 the workload's
     request_id: np.ndarray | None = None
+    variant: np.ndarray | None = None  # model mix (sim.workloads.mix): checkpoint rank per request
+    adapter: np.ndarray | None = None  # adapter id, -1 none
+    lora: np.ndarray | None = None  # adapters to load
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -148,6 +152,13 @@ def _streams(seed: int, name: str) -> list[np.random.Generator]:
     return [np.random.default_rng(s) for s in seq.spawn(6)]
 
 
+def _mix_stream(seed: int, name: str) -> np.random.Generator:
+    """The model-mix stream of workload ``name``: the seventh child of its seed sequence
+    (a child depends only on its index, so the six above are unchanged)."""
+    seq = np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8"))])
+    return np.random.default_rng(seq.spawn(7)[6])
+
+
 def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
     """Workload ``name``'s requests, one window per arrival chunk (module docstring).
     The arrival process is set up (and its input errors raised) at the call."""
@@ -157,14 +168,20 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
     draws = Draws(*others)
     chunks = wl.arrival.arrival_chunks(rng_arrival, scenario.duration_s)
     default_steps = kind.default_steps(wl, load_catalog())
+    mix = getattr(wl, "mix", None)
+    rng_mix = _mix_stream(scenario.seed, name) if mix is not None else None
 
     def draw() -> Iterator[WorkloadDemand]:
         for chunk in chunks:
             arrival_s = np.asarray(chunk.times_s, dtype=float)
             shapes = RequestShapes(len(arrival_s))
             kind.draw(wl, shapes, chunk.rows, draws, default_steps)
+            if mix is not None:
+                shapes.variant, shapes.adapter, shapes.lora = draw_mix(mix, wl.arrival, chunk.rows, rng_mix,
+                                                                       len(arrival_s))
             yield WorkloadDemand(name, wl.kind, arrival_s, shapes.prompt, shapes.output, shapes.steps,
-                                 shapes.service, shapes.draws, shapes.images, shapes.cfg)
+                                 shapes.service, shapes.draws, shapes.images, shapes.cfg, None,
+                                 shapes.variant, shapes.adapter, shapes.lora)
 
     return draw()
 

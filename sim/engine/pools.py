@@ -42,6 +42,7 @@ class Pool:
         # whenever its outstanding or queued count changes; its position in each is its index
         self.watchers: list = []
         self.on_leg_done: Callable[[Request], None] | None = None
+        self.gate = None  # sim.engine.operations.PoolOps when the pool has residency, autoscale or failures
         # running totals over the replicas, kept by the replicas as their state changes so the
         # time-series sampler reads a pool in O(1), not O(replicas) (see sim.engine.core._Sampler)
         self.outstanding_total = 0  # Σ replica.outstanding (queued + running requests)

@@ -12,6 +12,7 @@ cdef class Request:
     cdef public Py_ssize_t id, workload, replica, pool, cur_pool, preemptions, steps, images, cfg, sample_steps, phase, leg, handoffs, verifier_calls
     cdef public double arrival_at_s, service_s, denoiser_flops, reserved_bytes, leg_dispatched_at_s, handoff_s, handoff_wait_s, memory_wait_s, blocked_at_s
     cdef public object reason, phases, journey, draws, pool_shares
+    cdef public Py_ssize_t variant, adapter, lora
     cdef public Py_ssize_t spec_done, kv_remote, kv_src_pool, kv_src_replica, decode_pool
     cdef public double prefill_at_s, kv_ready_at_s, kv_done_at_s, decode_queue_s, kv_transfer_bytes, kv_transfer_s
 

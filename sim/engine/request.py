@@ -49,8 +49,9 @@ class Request:
         "share_s", "sample_steps", "denoiser_flops", "run_seq", "acc_mark", "kv_offset", "start_iter", "generated",
         "phases", "phase", "reserved_bytes", "journey", "leg", "draws", "leg_dispatched_at_s", "handoffs",
         "handoff_s", "handoff_wait_s", "verifier_calls", "branches", "memory_wait_s", "blocked_at_s", "cur_pool",
-        "pool_shares", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica", "decode_pool",
-        "prefill_at_s", "kv_ready_at_s", "kv_done_at_s", "decode_queue_s", "kv_transfer_bytes", "kv_transfer_s",
+        "pool_shares", "variant", "adapter", "lora", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica",
+        "decode_pool", "prefill_at_s", "kv_ready_at_s", "kv_done_at_s", "decode_queue_s", "kv_transfer_bytes",
+        "kv_transfer_s",
     )
 
     def __init__(
@@ -100,6 +101,10 @@ class Request:
         self.blocked_at_s = 0.0
         self.cur_pool = -1
         self.pool_shares: tuple = ()  # ((pool index, cumulative share_s when it left that pool), ...)
+        # a workload's model mix (sim.workloads.mix): checkpoint rank, adapter id (-1 none), adapters to load
+        self.variant = 0
+        self.adapter = -1
+        self.lora = 0
         # speculative decoding: verification steps done (``steps`` is the total it needs)
         self.spec_done = 0
         # a split (prefill/decode) deployment: where the prompt's KV cache was computed,

@@ -199,8 +199,12 @@ class Router:
         elif index != req.cur_pool:
             req.pool_shares += ((req.cur_pool, req.share_s),)
         req.cur_pool = index
-        replica.pool.prepare(req)
-        replica.submit(req)
+        pool = replica.pool
+        pool.prepare(req)
+        if pool.gate is None:
+            replica.submit(req)
+        else:  # an operated pool (sim.engine.operations): residency, offline replicas
+            pool.gate.submit(replica, req)
 
     def pull(self, replica) -> None:
         """A replica freed capacity: hand it queued requests (central queue only),

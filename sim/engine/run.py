@@ -50,12 +50,15 @@ class RunContext:
         self.drained = self.env.event()
         self.outcomes = None
         self.routers: list = []
+        self.on_finished = None  # the operations layer's hook (sim.engine.operations), when a pool has one
         self.pools: list = []  # the run's pools by index (a split deployment's hand-offs find their prefill replica)
 
     def request_finished(self, req) -> None:
         """``req`` completed or was rejected: its outcome is final."""
         if self.outcomes is not None:
             self.outcomes.record(req)
+        if self.on_finished is not None:
+            self.on_finished(req)
         self.outstanding -= 1
         if self.outstanding == 0 and self.arrivals_done and not self.drained.triggered:
             self.drained.succeed()

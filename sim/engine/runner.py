@@ -31,6 +31,8 @@ def use_streaming(scenario: Scenario, total_requests: int) -> bool:
     or auto: above :data:`STREAM_AUTO_REQUESTS`): its rows go to a sink batch by batch
     and its demand is drawn as the run reaches it."""
     mode = scenario.engine.stream
+    if scenario.engine.output == "summary":  # counters and sketches: the streamed path, without rows
+        return True
     return mode == "on" or (mode == "auto" and total_requests > STREAM_AUTO_REQUESTS)
 
 

@@ -19,6 +19,11 @@ Files (units in column names):
   memory in use and cumulative busy time (``sim.engine.core`` sampler; queue length over
   time).
 - ``scenario.yaml``: the resolved scenario (defaults filled in) that made them.
+- ``operations.csv`` and ``capacity.csv`` (only when a pool has residency, autoscale or
+  failures: :mod:`sim.engine.operations`): per pool, interruptions, requests retried and
+  lost, cold starts, loads, replica-seconds powered/serving/failed, GPU-hours and their
+  cost; and the serving/powered/failed replicas at each change.
+- With ``engine.output: summary`` no ``requests.parquet`` is written (summary only).
 
 Files are written 0644 and directories 0755 (results are shared within a group). A run
 killed between the two renames (SIGKILL, power loss) can leave ``.NAME.tmp-*`` or
@@ -46,7 +51,9 @@ from sim.scenario import scenario_to_yaml
 
 FLOAT_FORMAT = "%.10g"
 OUTPUT_FILES = ("requests.parquet", "pools.csv", "summary.csv", "fleets.csv", "timeseries.parquet", "scenario.yaml")
-RESULT_NAMES = (*OUTPUT_FILES, "requests", "headroom.csv")
+OPERATIONS_FILES = ("operations.csv", "capacity.csv")
+"""Written besides :data:`OUTPUT_FILES` when a pool has residency, autoscale or failures."""
+RESULT_NAMES = (*OUTPUT_FILES, *OPERATIONS_FILES, "requests", "headroom.csv")
 """Everything a ``run --out`` directory may hold (``requests/``: streamed cells;
 ``headroom.csv``: ``--planner`` with headroom), besides dcsim's marker."""
 FILE_MODE = 0o644
@@ -72,8 +79,11 @@ def write_files(results: Results, directory: Path) -> None:
             path.chmod(FILE_MODE)
     elif results.requests_file is not None:
         shutil.copyfile(results.requests_file, directory / "requests.parquet")
-    else:
+    elif results.scenario.engine.output == "rows":  # engine.output: summary keeps no request rows
         write_parquet(results.requests, directory / "requests.parquet")
+    if results.operations is not None:  # only when some pool has residency, autoscale or failures
+        write_csv(results.operations, directory / "operations.csv")
+        write_csv(results.capacity, directory / "capacity.csv")
     write_csv(results.pools, directory / "pools.csv")
     write_csv(results.summary, directory / "summary.csv")
     write_csv(results.fleets, directory / "fleets.csv")

@@ -362,7 +362,20 @@ def run_report(results: Results, width: int | None = DEFAULT_WIDTH) -> str:
     for _, fleet in results.fleets.iterrows():
         parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]],
                                  sc.economics.ownership, width))
+    if results.operations is not None:
+        parts.append(operations_table(results.operations))
     return "\n\n".join(parts) + "\n"
+
+
+def operations_table(ops: pd.DataFrame) -> str:
+    """Operated pools (residency, autoscale, failures): what the operations cost and caused."""
+    headers = ["fleet", "pool", "GPU-h powered", "powered $", "cold starts", "loads (storage/host/HBM)",
+               "adapter loads", "interruptions", "replica-h failed", "retried", "lost"]
+    rows = [[r.fleet, r.pool, f"{r.gpu_hours_powered:,.1f}", _cell(r.powered_cost_usd, lambda x: f"${x:,.2f}"),
+             str(r.cold_starts), f"{r.loads_storage}/{r.loads_host}/{r.switches_hbm}", str(r.adapter_loads),
+             str(r.interruptions), f"{r.failed_replica_s / 3600:,.1f}", str(r.requests_retried),
+             str(r.requests_lost)] for r in ops.itertuples()]
+    return "Operations (residency, autoscaling, failures)\n" + table(headers, rows, right=[False, False] + [True] * 9)
 
 
 # --- catalog ------------------------------------------------------------------------

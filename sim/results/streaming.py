@@ -59,8 +59,9 @@ class FleetStream:
     """The sink of one fleet's streamed run: raw rows and pool shares to Parquet files in
     ``directory``, accumulators per workload, replica-seconds per pool (for the bills)."""
 
-    def __init__(self, plan: FleetPlan, directory: Path) -> None:
+    def __init__(self, plan: FleetPlan, directory: Path, rows: bool = True) -> None:
         self.fleet = plan.name
+        self.keep_rows = rows  # False: summary only (engine.output: summary), no row files
         self.workloads = accumulators(plan, exact=False)
         self.rows_path = directory / f"{len(list(directory.iterdir()))}-rows.parquet"
         self.shares_path = self.rows_path.with_name(self.rows_path.name.replace("-rows", "-shares"))
@@ -70,10 +71,11 @@ class FleetStream:
         self.rows = 0
 
     def __call__(self, requests: pd.DataFrame, shares: pd.DataFrame) -> None:
-        self.rows_writer = _write(self.rows_writer, self.rows_path, requests)
-        self.batches.append(bool(len(shares)))
-        if len(shares):
-            self.shares_writer = _write(self.shares_writer, self.shares_path, shares)
+        if self.keep_rows:
+            self.rows_writer = _write(self.rows_writer, self.rows_path, requests)
+            self.batches.append(bool(len(shares)))
+            if len(shares):
+                self.shares_writer = _write(self.shares_writer, self.shares_path, shares)
         self.rows += len(requests)
         held = held_shares(requests, shares if len(shares) else None)
         for pool, total in held.groupby("pool", sort=True)["busy_share_s"].sum().items():
@@ -196,6 +198,8 @@ def assemble_streamed(scenario: Scenario, runs: list[FleetRun], streams: list[Fl
             empty = attribute_costs(run.requests, table, run.end_s, run.pool_shares, ownership)
     if writer is not None:
         writer.close()
+    else:  # summary only (engine.output: summary): no request rows were kept
+        final = None
     pools_df = pd.concat(pools, ignore_index=True)
     summary_df = pd.DataFrame(summary)
     return pools_df, summary_df, fleet_table(pools_df, summary_df, scenario.economics), final, empty

@@ -43,6 +43,8 @@ class Results:
     timeseries: pd.DataFrame
     requests_file: Path | None = None
     spool: Any = None  # keeps a streamed run's temporary directory alive
+    operations: pd.DataFrame | None = None  # operated pools (sim.engine.operations); None: no pool is
+    capacity: pd.DataFrame | None = None  # their serving/powered/failed replicas over time
 
     @property
     def streamed(self) -> bool:
@@ -63,7 +65,7 @@ def run_scenario(scenario: Scenario, progress: ProgressFactory | None = None) ->
     def sink_for(plan) -> FleetStream:
         if not spool:
             spool.append(StreamSpool())
-        return FleetStream(plan, spool[0].path)
+        return FleetStream(plan, spool[0].path, rows=scenario.engine.output == "rows")
 
     with spool_errors():  # a full TMPDIR under a streamed run: a clear error, not a traceback
         run = engine_run(scenario, progress, sink_for)
@@ -85,7 +87,15 @@ def _assemble_streamed(scenario: Scenario, runs: list[FleetRun], sinks: list, sp
         timeseries=pd.concat([r.timeseries for r in runs], ignore_index=True),
         requests_file=requests_file,
         spool=spool,
+        operations=operations_of(runs, "operations"),
+        capacity=operations_of(runs, "capacity"),
     )
+
+
+def operations_of(runs: list[FleetRun], field: str) -> pd.DataFrame | None:
+    """The runs' operations (or capacity) frames side by side; None when no fleet has one."""
+    frames = [getattr(r, field) for r in runs if getattr(r, field) is not None]
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
@@ -114,4 +124,6 @@ def assemble_results(scenario: Scenario, runs: list[FleetRun]) -> Results:
         events=events,
         end_s=ends,
         timeseries=pd.concat(series, ignore_index=True),
+        operations=operations_of(runs, "operations"),
+        capacity=operations_of(runs, "capacity"),
     )

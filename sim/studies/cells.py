@@ -168,7 +168,8 @@ def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
     if task.spool is None:
         run = run_fleet(plan, {n: d.in_memory() for n, d in demand.items()})
         requests, shares = globalise(run.requests, run.pool_shares)
-        return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares)
+        return FleetRun(run.fleet, requests, run.pools, run.end_s, run.events, run.timeseries, shares,
+                        operations=run.operations, capacity=run.capacity)
     if not Path(task.spool).is_dir():
         raise UserError(
             f"cell {task.cell} of fleet {task.fleet!r} (worker host {socket.gethostname()}) cannot see the run's "
@@ -177,11 +178,11 @@ def run_cell(task: CellTask) -> FleetRun | tuple[FleetRun, FleetStream]:
             f"share, or run without streaming (engine.stream: off)")
     directory = Path(task.spool) / f"cell-{task.fleet_index:03d}-{task.cell:05d}"
     directory.mkdir()
-    stream = FleetStream(plan, directory)
+    stream = FleetStream(plan, directory, rows=scenario.engine.output == "rows")
     run = run_fleet(plan, demand, sink=lambda r, s: stream(*globalise(r, s)))
     stream.close()  # the cell's plan stays on the worker: the client merges onto the whole fleet's
     return FleetRun(run.fleet, run.requests, run.pools, run.end_s, run.events, run.timeseries, run.pool_shares,
-                    streamed=True), stream
+                    streamed=True, operations=run.operations, capacity=run.capacity), stream
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,23 @@ def merge_cells(runs: list[FleetRun], plan: FleetPlan) -> FleetRun:
     if len(shares):
         shares = shares.sort_values(["request_id"], kind="stable", ignore_index=True)
     return FleetRun(runs[0].fleet, requests, merged, max(r.end_s for r in runs), sum(r.events for r in runs),
-                    series, shares, plan)
+                    series, shares, plan, operations=merge_operations([r.operations for r in runs]),
+                    capacity=_concat_or_none([r.capacity for r in runs]))
+
+
+def merge_operations(frames: list) -> pd.DataFrame | None:
+    """The cells' operations rows (:mod:`sim.engine.operations`) per (fleet, pool): counters,
+    replica-seconds, GPU-hours and cost add; None when no pool is operated."""
+    frames = [f for f in frames if f is not None]
+    if not frames:
+        return None
+    rows = pd.concat(frames, ignore_index=True)
+    return rows.groupby(["fleet", "pool"], sort=False).sum(numeric_only=True).reset_index()[list(rows.columns)]
+
+
+def _concat_or_none(frames: list) -> pd.DataFrame | None:
+    frames = [f for f in frames if f is not None]
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _merge_series(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -342,6 +359,7 @@ def _assemble_streamed_cells(scenario: Scenario, cells: int, per_fleet: list, sp
         fleets=fleet_table(pools_df, summary_df, scenario.economics),
         events={r.fleet: r.events for r in runs}, end_s={r.fleet: r.end_s for r in runs},
         timeseries=pd.concat([r.timeseries for r in runs], ignore_index=True),
-        requests_file=parts, spool=spool,
+        requests_file=parts if scenario.engine.output == "rows" else None, spool=spool,
+        operations=_concat_or_none([r.operations for r in runs]), capacity=_concat_or_none([r.capacity for r in runs]),
     )
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from sim.engine.core import simulate
 from sim.engine.demand import WorkloadDemand
+from sim.fleet_plan import resolve_fleet
 from sim.errors import UserError
 from sim.results.report_text import run_report, table
 from sim.results.tables import run_scenario
@@ -100,6 +101,24 @@ def _probe_run(scenario: Scenario, name: str, fleet: str, distinct: pd.DataFrame
     return simulate(probe, fleet, demand=demand).requests.sort_values("request_id")
 
 
+def loading_s(scenario: Scenario, fleet: str, name: str, checkpoint: np.ndarray, loras: np.ndarray) -> np.ndarray | None:
+    """Seconds of loading each request pays alone on a replica of ``fleet``'s pool serving
+    workload ``name`` (None when the pool has no residency): the ``resident_models`` most
+    used checkpoints are in HBM (``switch_s`` to switch to one but the first), the next
+    ``host_cache_models`` in host memory (the host link), any other comes from storage; plus
+    one adapter load per LoRA (the trace names none, so none is cached). Times from the
+    pool's resolved :class:`sim.ops_plan.OpsPlan`."""
+    plan = resolve_fleet(scenario, [f.name for f in scenario.fleets].index(fleet))
+    pool = next(p for p in plan.pools if name in p.config.serves)
+    ops = pool.ops
+    if ops is None or ops.residency is None:
+        return None
+    r = ops.residency
+    switch = np.where(checkpoint == 0, 0.0, r.switch_s)
+    host = np.where(checkpoint < r.resident_models + r.host_cache_models, ops.host_load_s, ops.cold_load_s)
+    return np.where(checkpoint < r.resident_models, switch, host) + loras * ops.adapter_load_s
+
+
 def measured_vs_predicted(scenario: Scenario, fleet: str | None = None) -> tuple[pd.DataFrame, dict]:
     """The check table (see module doc) and the affine fit of measured median time on
     images per prompt for TXT_2_IMG (``intercept_s``, ``per_image_s``)."""
@@ -115,12 +134,17 @@ def measured_vs_predicted(scenario: Scenario, fleet: str | None = None) -> tuple
         "task": np.asarray(TASKS)[trace.task[rows]], "images": trace.images[rows], "measured_s": trace.exec_s[rows],
         "steps_requested": trace.steps[rows], "steps_run": per_row["steps"].to_numpy(),
         "cfg": per_row["cfg"].to_numpy(), "predicted_s": per_row["service_s"].to_numpy(),
+        "loras": trace.loras[rows] if trace.loras is not None else np.zeros(len(rows), dtype=np.int64),
         "flops": per_row["flops"].to_numpy(),
     })
+    loads = loading_s(scenario, fleet, name, trace.checkpoint[rows], trace.loras[rows]) if trace.checkpoint is not None \
+        else None
+    frame["predicted_loading_s"] = frame["predicted_s"] + (0.0 if loads is None else loads)
     accelerator = next(f for f in scenario.fleets if f.name == fleet).pools[0].accelerator
     out = frame.groupby(["task", "images"], sort=True).agg(
         requests=("measured_s", "size"), steps_run_median=("steps_run", "median"), cfg_share=("cfg", "mean"),
         measured_median_s=("measured_s", "median"), predicted_median_s=("predicted_s", "median"),
+        predicted_loading_median_s=("predicted_loading_s", "median"), lora_share=("loras", lambda x: float((x > 0).mean())),
         flops_median=("flops", "median"),
     ).reset_index()
     out.insert(2, "accelerator", accelerator)
@@ -132,25 +156,31 @@ def measured_vs_predicted(scenario: Scenario, fleet: str | None = None) -> tuple
     slope, intercept = np.polyfit(txt["images"], txt["measured_median_s"], 1)
     flops_per_image = np.polyfit(txt["images"], txt["flops_median"], 1)[0]
     predicted_slope = np.polyfit(txt["images"], txt["predicted_median_s"], 1)[0]
+    loaded_slope, loaded_intercept = np.polyfit(txt["images"], txt["predicted_loading_median_s"], 1)
     return out.drop(columns="flops_median"), {
         "intercept_s": float(intercept), "per_image_s": float(slope), "predicted_per_image_s": float(predicted_slope),
+        "predicted_loading_intercept_s": float(loaded_intercept), "predicted_loading_per_image_s": float(loaded_slope),
         "marginal_tflops": float(flops_per_image / slope / 1e12),
     }
 
 
 def check_text(out: pd.DataFrame, fit: dict) -> str:
-    headers = ["task", "images", "accelerator", "requests", "steps run (median)", "CFG share",
-               "measured median (s)", "predicted (s)", "measured/predicted", "implied TFLOP/s"]
+    headers = ["task", "images", "accelerator", "requests", "steps run (median)", "CFG share", "LoRA share",
+               "measured median (s)", "predicted (s)", "with loading (s)", "measured/predicted", "implied TFLOP/s"]
     body = [[r.task, str(r.images), r.accelerator, str(r.requests), f"{r.steps_run_median:g}", f"{r.cfg_share:.0%}",
-             f"{r.measured_median_s:.1f}", f"{r.predicted_median_s:.2f}", f"{r.ratio:.0f}×", f"{r.implied_tflops:.1f}"]
-            for r in out.itertuples()]
-    lines = [table(headers, body, right=[False, True, False] + [True] * 7)]
+             f"{r.lora_share:.0%}", f"{r.measured_median_s:.1f}", f"{r.predicted_median_s:.2f}",
+             f"{r.predicted_loading_median_s:.2f}", f"{r.measured_median_s / r.predicted_loading_median_s:.0f}×",
+             f"{r.implied_tflops:.1f}"] for r in out.itertuples()]
+    lines = [table(headers, body, right=[False, True, False] + [True] * 9)]
     if fit:
         lines.append(
             f"\nTXT_2_IMG medians, least squares over groups with ≥ 100 requests: measured ≈ {fit['intercept_s']:.1f} s "
             f"+ {fit['per_image_s']:.2f} s × images; predicted {fit['predicted_per_image_s']:.2f} s per image. The "
             f"marginal image costs the production hardware {fit['marginal_tflops']:.0f} TFLOP/s effective (dcsim's "
-            f"denoiser FLOP per image / measured seconds per image); the intercept is time dcsim does not model."
+            f"denoiser FLOP per image / measured seconds per image)."
+            f"\nWith loading (checkpoints and LoRA adapters through the pool's storage tiers, alone on a replica): "
+            f"predicted ≈ {fit['predicted_loading_intercept_s']:.2f} s + {fit['predicted_loading_per_image_s']:.2f} s "
+            f"× images; the rest of the intercept is time dcsim does not model."
         )
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from traffic.arrivals import ArrivalProcess as Arrival
 from traffic.distributions import MAX_SAMPLED_TOKENS
+from sim.workloads.mix import ModelMix  # noqa: F401  (the annotation of WorkloadConfig.mix)
 
 MAX_SPAN_S = 30 * 86400
 """Longest duration, warm-up, drain or SLO bound (30 days, in seconds)."""
@@ -48,6 +49,8 @@ class WorkloadConfig(Strict):
     model: str = Field(description="model key from `dcsim catalog`")
     arrival: Arrival
     slo: SLO = SLO()
+    mix: ModelMix | None = Field(None, description="checkpoints and LoRA adapters the requests name "
+                                   "(sim/workloads/mix.py); served by a pool with residency")
 
 
 class Draws:
@@ -65,12 +68,13 @@ class RequestShapes:
     denoising steps (int64), service times (s); ``draws`` (branching search: verifier
     failures, shape (n, checkpoints, k)), ``images`` and ``cfg`` (image-trace replay)."""
 
-    __slots__ = ("prompt", "output", "steps", "service", "draws", "images", "cfg")
+    __slots__ = ("prompt", "output", "steps", "service", "draws", "images", "cfg", "variant", "adapter", "lora")
 
     def __init__(self, n: int) -> None:
         zeros = np.zeros(n, dtype=np.int64)
         self.prompt, self.output, self.steps, self.service = zeros, zeros, zeros, np.zeros(n)
         self.draws = self.images = self.cfg = None
+        self.variant = self.adapter = self.lora = None  # a workload's model mix (sim.workloads.mix)
 
 
 class WorkloadKind:

@@ -105,6 +105,7 @@ class FakePool:
         self.index = index
         self.replicas = [FakeReplica(self, i, max_batch) for i in range(n)]
         self.watchers: list = []  # the routers' indexes over this pool, as on an engine Pool
+        self.gate = None  # no operations layer (sim.engine.operations), as on an engine Pool
 
     def reject_reason(self, req: FakeReq) -> str:
         return "" if req.ok[self.index] else f"pool{self.index}_too_small"

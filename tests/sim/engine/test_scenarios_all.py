@@ -27,6 +27,8 @@ def shortened(path: Path, duration_s: float = 40.0):
     data["duration_s"] = min(float(data["duration_s"]), duration_s)
     data["warmup_s"] = min(float(data.get("warmup_s", 0.0)), data["duration_s"] / 4)
     data["drain_s"] = 120.0
+    if data.get("engine", {}).get("output") == "summary":  # the rows are what this test counts
+        data["engine"]["output"] = "rows"
     return parse_scenario(data, str(path))
 
 
