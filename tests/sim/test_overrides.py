@@ -106,7 +106,9 @@ def own_field(draw):
     return name, path, value
 
 
-PROPERTY = settings(max_examples=60, suppress_health_check=list(HealthCheck))
+PROPERTY = settings(max_examples=52, suppress_health_check=list(HealthCheck))
+SMOKE = settings(max_examples=8, suppress_health_check=list(HealthCheck))
+"""The fast loop draws SMOKE examples of each property; make test draws PROPERTY more."""
 
 
 # --- the document ------------------------------------------------------------------
@@ -145,17 +147,39 @@ def test_trace_replay_lengths_are_the_rows_own():
 
 # --- every override path, property-tested ---------------------------------------------
 
-@PROPERTY
-@given(case=own_field())
-def test_override_with_own_value_changes_nothing(case):
+def check_override_with_own_value(case):
     """sim.overrides.override (the CLI, plans and headroom use it): any field, its own value."""
     name, path, value = case
     assert_unchanged(name, override(scenario(name), [(path, value)], "test"))
 
 
+@SMOKE
+@given(case=own_field())
+def test_override_with_own_value_changes_nothing_smoke(case):
+    check_override_with_own_value(case)
+
+
+@pytest.mark.slow
+@PROPERTY
+@given(case=own_field())
+def test_override_with_own_value_changes_nothing(case):
+    check_override_with_own_value(case)
+
+
+@SMOKE
+@given(case=own_field())
+def test_sweep_value_equal_to_the_base_changes_nothing_smoke(case):
+    check_sweep_value_equal_to_the_base(case)
+
+
+@pytest.mark.slow
 @PROPERTY
 @given(case=own_field())
 def test_sweep_value_equal_to_the_base_changes_nothing(case):
+    check_sweep_value_equal_to_the_base(case)
+
+
+def check_sweep_value_equal_to_the_base(case):
     """A sweep point (grid value = the base's own, the base's seed): the point's scenario
     is the base with only the point's fleet."""
     from sim.studies.sweep import PointTask, point_scenario

@@ -178,6 +178,7 @@ fleets:
 """
 
 
+@pytest.mark.slow
 def test_an_operated_pool_gives_the_same_files_in_both_builds(tmp_path):
     """Residency, autoscaling and failures (sim/engine/operations.py) drive the compiled
     replicas and routers from Python: both builds must still agree byte for byte."""
