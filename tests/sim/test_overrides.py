@@ -35,6 +35,8 @@ RUN_SCENARIOS = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")
                        if "workloads" in (yaml.safe_load(p.read_text()) or {}))
 OPTIONAL = {"genai-image"}  # replays the optional Alibaba trace (DCSIM_DATA_DIR)
 TRACE_SCENARIOS = ("azure-conv", "mooncake-conv", "genai-image")
+HEAVY = {"azure-autoscale", "fleet-failures"}  # a week / two days of demand: drawn in the slow set
+PER_SCENARIO = [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in RUN_SCENARIOS]
 
 
 def available(name: str) -> bool:
@@ -113,7 +115,7 @@ SMOKE = settings(max_examples=8, suppress_health_check=list(HealthCheck))
 
 # --- the document ------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", RUN_SCENARIOS)
+@pytest.mark.parametrize("name", PER_SCENARIO)
 def test_document_and_full_dump_validate_back_to_the_same_scenario(name):
     """Both the document and the full dump (the saved scenario.yaml) rebuild the scenario:
     same fields, same fields set, same demand."""
@@ -195,7 +197,7 @@ def check_sweep_value_equal_to_the_base(case):
     assert_unchanged(name, derived, fleet)
 
 
-@pytest.mark.parametrize("name", RUN_SCENARIOS)
+@pytest.mark.parametrize("name", PER_SCENARIO)
 def test_cli_overrides_with_own_values_change_nothing(name):
     from sim.cli import apply_overrides
 
@@ -208,7 +210,7 @@ def test_cli_overrides_with_own_values_change_nothing(name):
         assert_unchanged(name, apply_overrides(base, name, trace, None, None))
 
 
-@pytest.mark.parametrize("name", RUN_SCENARIOS)
+@pytest.mark.parametrize("name", PER_SCENARIO)
 def test_one_cell_and_unit_headroom_are_the_fleet_itself(name):
     """``--cells 1``'s cell scenario and headroom's load × 1 are the fleet as in the
     whole run, with the same demand."""
@@ -222,7 +224,7 @@ def test_one_cell_and_unit_headroom_are_the_fleet_itself(name):
         assert_unchanged(name, scaled_scenario(base, fleet.name, 1.0), fleet.name)
 
 
-@pytest.mark.parametrize("name", RUN_SCENARIOS)
+@pytest.mark.parametrize("name", PER_SCENARIO)
 def test_untouched_dashboard_runs_the_file_as_written(name):
     """The dashboard's sidebar at its initial values (every edit applied as shown) gives
     the scenario of the file (its duration capped for the dashboard)."""
