@@ -28,10 +28,20 @@ LONG = {  # ~1.2M requests: ~20 s of compiled simulation, far longer than any te
 }
 
 
+def _as_a_foreground_job() -> None:
+    """In the child before exec: SIGINT and SIGTERM at their defaults, as a shell starts a
+    foreground command. An ignored disposition is inherited through exec, and something
+    in a long pytest worker (seen once in a full `make test` under load) can leave SIGINT
+    ignored: the child then never sees the Ctrl-C and runs to the end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def start(args, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "sim.cli", *map(str, args)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_a_foreground_job)
 
 
 def long_scenario(tmp_path: Path) -> Path:
