@@ -105,10 +105,17 @@ class FittedArrivals(BaseModel):
     def _fill_preset(cls, data):
         if isinstance(data, dict) and data.get("preset") is not None:
             name = data["preset"]
-            if name not in PRESETS:
-                raise ValueError(f"preset {name!r} is not one of {sorted(PRESETS)}")
-            data = {**PRESETS[name], **data}
+            if isinstance(name, str) and name in PRESETS:
+                data = {**PRESETS[name], **data}
         return data
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        """An unknown preset is named at its own field (``...arrival.preset``)."""
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"preset {v!r} is not one of {sorted(PRESETS)}")
+        return v
 
     @field_validator("daily")
     @classmethod

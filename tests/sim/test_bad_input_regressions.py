@@ -760,3 +760,18 @@ def test_spawned_workers_do_not_print_interrupted(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("preset", [7, "nope"])
+def test_regression_unknown_fitted_preset_is_named_at_its_field(tmp_path, preset):
+    """Fuzz counterexample (wrong_type, a full make test): ``preset: 7`` was reported at
+    ``workloads.chat.arrival`` instead of ``workloads.chat.arrival.preset``."""
+    doc = {"name": "x", "seed": 1, "duration_s": 10,
+           "workloads": {"chat": {"kind": "autoregressive", "model": "llama-3-8b",
+                                  "arrival": {"kind": "fitted", "preset": preset}}},
+           "fleets": [{"name": "a", "pools": [{"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"],
+                                               "replicas": 1}]}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, stderr = dcsim(["run", path, "--out", tmp_path / "out", "-q"])
+    assert code == 2 and "workloads.chat.arrival.preset" in stderr and not (tmp_path / "out").exists()
