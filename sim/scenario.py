@@ -52,6 +52,19 @@ def loading_limits() -> dict[str, int]:
             "max_tokens": MAX_TOKENS}
 
 
+class PrefixCacheConfig(Strict):
+    """A pool's prefix cache (:mod:`sim.engine.prefix_cache`, docs/kv-reuse.md): KV blocks
+    kept after their request and reused by later requests with the same prefix. Requests
+    carry their block hashes from their source (a Mooncake trace's ``hash_ids``, 512-token
+    blocks); a request without hashes never hits."""
+
+    block_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="tokens per cached block: the block size of "
+                              "the requests' hashes (512 in the Mooncake traces, FAST'25 release README); a "
+                              "multiple of the pool's kv_block_tokens")
+    capacity_blocks: int | None = Field(None, ge=1, le=10**12, description="most blocks one replica caches; "
+                                        "default: as many as its HBM holds beside the running sequences")
+
+
 class PoolConfig(Strict):
     """Identical replicas of one model on one accelerator type.
 
@@ -108,6 +121,9 @@ class PoolConfig(Strict):
     autoscale: Autoscale | None = Field(None, description="replicas powered with demand; replicas is the maximum")
     failures: Failures | None = Field(None, description="component failures, detection, repair and spares")
 
+    prefix_cache: PrefixCacheConfig | None = Field(
+        None, description="automatic prefix caching (docs/kv-reuse.md); absent: every prompt prefilled in full")
+
     scaleout_fabric: str | None = Field(
         None, description="scale-out NIC per accelerator, a key of fleets/data/fabrics.csv (ib-ndr-400, roce-400, "
         "eth-200 ...); default: the accelerator's catalog figures")
@@ -118,7 +134,7 @@ class PoolConfig(Strict):
         set (a scenario without them saves as it always did)."""
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures"):
+            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures", "prefix_cache"):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data
@@ -132,6 +148,10 @@ class PoolConfig(Strict):
         if a is not None and not a.min_replicas <= (a.initial_replicas or a.min_replicas) <= self.replicas:
             raise ValueError(f"pool '{self.name}': autoscale needs min_replicas (={a.min_replicas}) <= "
                              f"initial_replicas (={a.initial_replicas or a.min_replicas}) <= replicas (={self.replicas}, the maximum)")
+        c = self.prefix_cache
+        if c is not None and c.block_tokens % self.kv_block_tokens:
+            raise ValueError(f"pool '{self.name}': prefix_cache.block_tokens (={c.block_tokens}) must be a multiple "
+                             f"of kv_block_tokens (={self.kv_block_tokens})")
         return self
 
     @property

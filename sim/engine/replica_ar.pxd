@@ -20,7 +20,8 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
-    cdef public Py_ssize_t role, gnum, pinned, n_loading
+    cdef public Py_ssize_t role, gnum, pinned, n_loading, cache_block
+    cdef public object prefix
     cdef public bint _busy, _cuttable, _inflight
 
     cdef inline Py_ssize_t _kv(self, Py_ssize_t counter)
@@ -62,6 +63,14 @@ cdef class ARReplica(TimerDriven):
     cpdef _begin(self, list admitted)
     @cython.locals(r=Request)
     cpdef double _mixed_cost(self, list admitted)
+    @cython.locals(r=Request, c=Py_ssize_t, m=Py_ssize_t)
+    cpdef double _mixed_cost_cached(self, list admitted)
+    @cython.locals(hit=Py_ssize_t)
+    cpdef _cache_admit(self, Request req)
+    @cython.locals(usable=Py_ssize_t)
+    cpdef _cache_commit(self, Request req)
+    @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, now=double)
+    cpdef _cache_first(self, Request req)
     cpdef _cut(self)
     cpdef _cut_at(self, double at)
     @cython.locals(elapsed=double, j=Py_ssize_t, k=Py_ssize_t)

@@ -86,6 +86,7 @@ from sim.models.perf import (
 )
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
+from sim.engine.prefix_cache import PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -112,7 +113,7 @@ class ARReplica(TimerDriven):
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
-        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake"
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -180,6 +181,13 @@ class ARReplica(TimerDriven):
         self.loading: list = []  # decode: heap of (transfer end, request id, request)
         self.releases: list = []  # prefill: heap of (transfer end, request id, blocks held until then)
         self._wake = 0.0  # instant of the pending timer while no iterations are in flight
+        # the prefix cache (sim.engine.prefix_cache; None: off, and on a decode replica, which prefills nothing)
+        pc = getattr(cfg, "prefix_cache", None)
+        self.prefix = None
+        self.cache_block = 0
+        if pc is not None and self.role != DECODE:
+            self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks)
+            self.cache_block = pc.block_tokens
 
     def _kv(self, counter: int) -> int:
         """KV tokens every running sequence has gained after ``counter`` iterations:
@@ -276,6 +284,9 @@ class ARReplica(TimerDriven):
         self._next_done = heap.next_done()
 
     def _remove_running(self, req: Request) -> None:
+        if req.cache_held:
+            self.prefix.release(req.prefix, req.cache_held)
+            req.cache_held = 0
         w = req.branches
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
@@ -320,6 +331,8 @@ class ARReplica(TimerDriven):
 
     # --- iteration boundaries ------------------------------------------------------
     def _boundary(self) -> None:
+        if self.prefix is not None and self.prefix.lru:  # the running sequences' KV first (prefix_cache)
+            self.prefix.trim_pages(self.cap_blocks - self.pinned - self.blocks_used(self.iters))
         # the cheap tests of _finish_completed / _preempt_if_needed / _admit first: most
         # boundaries complete nothing, preempt nothing, or admit nothing
         if self._next_done <= self.iters:
@@ -438,11 +451,53 @@ class ARReplica(TimerDriven):
             budget -= tokens
             self._add_running(req, tokens)
             admitted.append(req)
+            if self.prefix is not None:
+                self._cache_admit(req)
         if admitted or reserved:
             self.pool.queued_total -= len(admitted) + reserved
             for index in self.pool.watchers:  # _tell_watchers, inlined (once per admission)
                 index.changed(self.index)
         return admitted
+
+    # --- prefix cache ----------------------------------------------------------------
+    def _cache_admit(self, req: Request) -> None:
+        """``req`` was admitted: look up its leading prompt blocks and hold the hit ones
+        (``cache_hit``); evictable blocks then give way to the running sequences' KV."""
+        keys = req.prefix
+        hit = 0
+        if keys:
+            hit = self.prefix.hit_blocks(keys, self.prefix.usable(keys, req.prompt_tokens))
+            self.prefix.acquire(keys, hit)
+        req.cache_hit = req.cache_held = hit
+        if self.prefix.lru:
+            self.prefix.trim_pages(self.cap_blocks - self.pinned - self.blocks_used(self.iters))
+
+    def _cache_commit(self, req: Request) -> None:
+        """``req``'s prefill ended: its computed blocks join the cache; its first prefill's
+        cached tokens and the prefill FLOP they saved are recorded."""
+        keys = req.prefix
+        if not keys:
+            return
+        usable = self.prefix.usable(keys, req.prompt_tokens)
+        self.prefix.commit(keys, req.cache_hit, usable)
+        req.cache_held = usable
+
+    def _cache_first(self, req: Request) -> None:
+        """Record the first prefill's cached tokens and the prefill FLOP they saved (the
+        full prompt's prefill against the missed tokens' over the cached prefix)."""
+        c = req.cache_hit * self.cache_block
+        n = req.prompt_tokens
+        m = n - c
+        perf = self.perf
+        req.cached_tokens = c
+        req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
+                                           - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
+        run, now = self.run, self.env.now
+        if run.window_start_s <= now < run.window_end_s:
+            stats = self.pool.stats
+            stats.prefill_prompt_tokens += n
+            stats.prefill_cached_tokens += c
+            stats.prefill_flops_saved += saved
 
     # --- split deployments -----------------------------------------------------------
     def _reserve_now(self, req: Request) -> bool:
@@ -660,7 +715,12 @@ class ARReplica(TimerDriven):
 
     def _mixed_cost(self, admitted: list[Request]) -> float:
         """One iteration prefilling ``admitted`` (once per request; best-of-k branches then
-        copy the prompt's KV cache, k−1 extra writes) while the others decode a token."""
+        copy the prompt's KV cache, k−1 extra writes) while the others decode a token.
+        With a prefix cache, a request computes only its missed tokens m = n − c, whose
+        causal attention covers m·c + m²/2 pairs (Σ of m² + 2mc passed as the squares) and
+        reads the c cached tokens' KV."""
+        if self.prefix is not None:
+            return self._mixed_cost_cached(admitted)
         n_decode = self.n_running
         new_tokens = 0
         new_sq = 0.0
@@ -679,6 +739,35 @@ class ARReplica(TimerDriven):
             hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
         else:
             t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
+            hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
+        self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
+        self._mix_tokens = new_tokens + n_decode
+        return t
+
+    def _mixed_cost_cached(self, admitted: list[Request]) -> float:
+        """:meth:`_mixed_cost` with a prefix cache (its docstring)."""
+        n_decode = self.n_running
+        new_tokens = 0
+        new_sq = 0.0
+        cached = 0
+        admitted_offsets = 0
+        copied = 0
+        for r in admitted:
+            tokens = r.prompt_tokens + r.generated
+            c = r.cache_hit * self.cache_block
+            m = tokens - c
+            new_tokens += m
+            new_sq += float(m) * m + 2.0 * m * c
+            cached += c
+            admitted_offsets += r.branches * r.kv_offset
+            n_decode -= r.branches
+            copied += (r.branches - 1) * tokens
+        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)
+        if self.spec is None:
+            t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+            hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        else:
+            t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
@@ -772,12 +861,17 @@ class ARReplica(TimerDriven):
         admitted, self._admitted = self._admitted, []
         self.iters += 1
         self.acc += t / tokens
+        cached = self.prefix is not None
         for req in admitted:
-            req.share_s += (req.prompt_tokens + req.generated) * t / tokens
+            req.share_s += (req.prompt_tokens + req.generated - req.cache_hit * self.cache_block) * t / tokens
             req.acc_mark = self.acc
+            if cached:
+                self._cache_commit(req)
             if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
                 req.admitted_at_s = self._start
                 req.first_token_at_s = end
+                if cached:
+                    self._cache_first(req)
         if self.role == PREFILL:
             self._hand_off(admitted)
 
