@@ -52,6 +52,12 @@ def loading_limits() -> dict[str, int]:
             "max_tokens": MAX_TOKENS}
 
 
+PREFIX_LOAD_TOKENS = 4096
+"""Default ``prefix_cache.load_tokens`` (assumed, not measured: one request queued or running
+counts as much as 4,096 cached prompt tokens, about one Mooncake conversation turn's new
+input; docs/kv-reuse.md shows the hit-versus-balance trade as it varies)."""
+
+
 class PrefixCacheConfig(Strict):
     """A pool's prefix cache (:mod:`sim.engine.prefix_cache`, docs/kv-reuse.md): KV blocks
     kept after their request and reused by later requests with the same prefix. Requests
@@ -63,6 +69,9 @@ class PrefixCacheConfig(Strict):
                               "multiple of the pool's kv_block_tokens")
     capacity_blocks: int | None = Field(None, ge=1, le=10**12, description="most blocks one replica caches; "
                                         "default: as many as its HBM holds beside the running sequences")
+    load_tokens: int = Field(PREFIX_LOAD_TOKENS, ge=0, le=MAX_TOKENS, description="the prefix_aware router's "
+                             "price of load: a replica scores its cached prefix tokens minus load_tokens per request "
+                             "queued or running on it (assumed; sweep it: docs/kv-reuse.md)")
 
 
 class PoolConfig(Strict):
@@ -164,7 +173,7 @@ class FleetConfig(Strict):
     """One hardware mix: pools plus the routing policy that spreads arrivals over them."""
 
     name: str = Field(min_length=1)
-    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"] = (
+    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue", "prefix_aware"] = (
         "least_outstanding"
     )
     pools: list[PoolConfig] = Field(min_length=1)
@@ -377,9 +386,9 @@ def _check_operations(scenario: Scenario, fleet: FleetConfig) -> None:
     which round robin does not read; residency serves one workload's checkpoints."""
     at = f"fleets.{scenario.fleets.index(fleet)}"
     for p, pool in enumerate(fleet.pools):
-        if (pool.autoscale or pool.failures) and fleet.router == "round_robin":
+        if (pool.autoscale or pool.failures) and fleet.router in ("round_robin", "prefix_aware"):
             raise ValueError(f"{at}.router: pool '{pool.name}' autoscales or fails, which needs a router that reads "
-                             "replica load: least_outstanding, join_shortest_queue or central_queue, not round_robin")
+                             f"replica load: least_outstanding, join_shortest_queue or central_queue, not {fleet.router}")
         if pool.operated and any(":" in e for e in pool.serves):
             raise ValueError(f"{at}.pools.{p}: pool '{pool.name}' serves a separate pipeline stage ({pool.serves}); "
                              "residency, autoscale and failures apply to pools serving whole workloads")

@@ -172,3 +172,35 @@ def test_block_not_a_multiple_of_the_paging_block_is_refused():
     data["fleets"][0]["pools"][0]["prefix_cache"]["block_tokens"] = 100
     with pytest.raises(ScenarioError, match="block_tokens.*multiple of kv_block_tokens"):
         parse_scenario(data, "prefix")
+
+
+# --- the prefix_aware router -----------------------------------------------------------
+def _conv(ts_ms: int, ids: list[int], tail: int = 100) -> dict:
+    return {"timestamp": ts_ms, "input_length": (len(ids) - 1) * BLOCK + tail, "output_length": 50, "hash_ids": ids}
+
+
+@pytest.mark.parametrize(("router", "load_tokens", "expected_c"), [
+    # by load alone: D1 to replica 0, D2 to 1, C to 0 (ties to the first), where it finds D1's
+    # 11 blocks (C waits one iteration: the token budget of 8,192 holds one such prompt)
+    ("least_outstanding", 4096, (0, 5632)),
+    ("prefix_aware", 1024, (1, 5632)),  # 5,120 cached tokens outweigh two requests at 1,024 each
+    ("prefix_aware", 4096, (0, 0)),  # ... but not two at 4,096 each: C goes to the idle replica
+])
+def test_prefix_aware_router_trades_cached_tokens_against_load(tmp_path, router, load_tokens, expected_c):
+    """Two replicas. At 0 s conversations A and B arrive (A to replica 0, B to replica 1:
+    equal scores, then the idle one); at 100 s, all done, three requests extending B's
+    11-block prompt (10 whole blocks cacheable: 5,120 tokens) arrive together: D1 and D2
+    go where B's prefix is (5,120 − load × 0, then 5,120 − load × 1 > 0), and C weighs
+    5,120 − 2 × load on replica 1 against 0 on the idle replica 0."""
+    b = list(range(100, 111))
+    rows = [_conv(0, list(range(11))), _conv(0, b), _conv(100_000, b + [201]), _conv(100_000, b + [202]),
+            _conv(100_000, b + [203])]
+    data = one_replica(write_trace(tmp_path, rows), 200, None, max_batch=8, replicas=2, router=router, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["load_tokens"] = load_tokens
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    assert got["replica"].tolist()[:2] == [0, 1]
+    if router == "prefix_aware":
+        assert got["replica"].tolist()[2:4] == [1, 1]
+        assert got["cached_tokens"].tolist()[2:4] == [5120, 5632]  # D2 prefills after D1: its 11 blocks
+    replica_c, cached_c = expected_c
+    assert (got["replica"].iloc[4], got["cached_tokens"].iloc[4]) == (replica_c, cached_c)
