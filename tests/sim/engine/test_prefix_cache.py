@@ -123,7 +123,7 @@ def write_trace(tmp_path: Path, rows: list[dict]) -> Path:
 SMALL = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "tp": 1}
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=session_trace(), extra=st.integers(0, 8))
 def test_hit_ratio_bounded_by_infinite_cache_and_grows_with_capacity(tmp_path, rows, extra):
     """On one replica serving one request at a time: cached tokens equal the reference's
@@ -143,7 +143,7 @@ def test_hit_ratio_bounded_by_infinite_cache_and_grows_with_capacity(tmp_path, r
     assert totals[0] <= totals[1] <= totals[2]
 
 
-@settings(max_examples=int(os.environ.get("DCSIM_DIFF_EXAMPLES", 10)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("DCSIM_DIFF_EXAMPLES", 10)), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=session_trace(), capacity=st.one_of(st.none(), st.integers(1, 12)), max_batch=st.integers(1, 8),
        replicas=st.integers(1, 3), router=st.sampled_from(["least_outstanding", "round_robin"]),
        kv_tokens=st.sampled_from([3000, 8000, 20000, None]))
