@@ -3,6 +3,7 @@ cimport cython
 
 cdef Py_ssize_t PREFILL, DECODE, SPEC_DEN  # C constants (module globals would be dict lookups)
 from sim.engine.completion_heap cimport CompletionHeap
+from sim.engine.prefix_cache cimport PrefixCache
 from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
 from sim.engine.timer cimport TimerDriven
@@ -21,7 +22,7 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
     cdef public Py_ssize_t role, gnum, pinned, n_loading, cache_block
-    cdef public object prefix
+    cdef public PrefixCache prefix
     cdef public bint _busy, _cuttable, _inflight
 
     cdef inline Py_ssize_t _kv(self, Py_ssize_t counter)
@@ -69,6 +70,8 @@ cdef class ARReplica(TimerDriven):
     cpdef _cache_admit(self, Request req)
     @cython.locals(usable=Py_ssize_t)
     cpdef _cache_commit(self, Request req)
+    @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
+    cpdef _cache_trim(self)
     @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, now=double)
     cpdef _cache_first(self, Request req)
     cpdef _cut(self)

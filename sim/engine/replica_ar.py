@@ -332,7 +332,7 @@ class ARReplica(TimerDriven):
     # --- iteration boundaries ------------------------------------------------------
     def _boundary(self) -> None:
         if self.prefix is not None and self.prefix.lru:  # the running sequences' KV first (prefix_cache)
-            self.prefix.trim_pages(self.cap_blocks - self.pinned - self.blocks_used(self.iters))
+            self._cache_trim()
         # the cheap tests of _finish_completed / _preempt_if_needed / _admit first: most
         # boundaries complete nothing, preempt nothing, or admit nothing
         if self._next_done <= self.iters:
@@ -470,7 +470,17 @@ class ARReplica(TimerDriven):
             self.prefix.acquire(keys, hit)
         req.cache_hit = req.cache_held = hit
         if self.prefix.lru:
-            self.prefix.trim_pages(self.cap_blocks - self.pinned - self.blocks_used(self.iters))
+            self._cache_trim()
+
+    def _cache_trim(self) -> None:
+        """Evict evictable cached blocks the running sequences' KV needs the pages of (the
+        O(1) upper bound on the blocks used first: it nearly always leaves room)."""
+        room = self.cap_blocks - self.pinned
+        n = self.n_running
+        pages = len(self.prefix.lru) * self.prefix.pages_per_block
+        if pages <= room - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n):
+            return
+        self.prefix.trim_pages(room - self.blocks_used(self.iters))
 
     def _cache_commit(self, req: Request) -> None:
         """``req``'s prefill ended: its computed blocks join the cache; its first prefill's
