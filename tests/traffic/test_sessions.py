@@ -86,3 +86,34 @@ def test_one_replica_hits_what_the_sessions_imply(tmp_path):
 def test_bad_parameters_are_refused():
     with pytest.raises(ValueError, match="session parameters out of range"):
         SessionParams(turns_mean=0.5)
+
+
+@pytest.mark.parametrize("bad", ['"abc"', "[1, -2]", "[1, 2.5]", "[true]", "{}"])
+def test_malformed_hash_ids_name_the_line_and_field(tmp_path, bad):
+    """A Mooncake row whose hash_ids is not a list of non-negative integers is refused
+    with file:line: hash_ids and what is expected, never echoing the value."""
+    from sim.errors import TraceError
+    from traffic.traces import load_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}\n'
+                    f'{{"timestamp": 5, "input_length": 10, "output_length": 1, "hash_ids": {bad}}}\n')
+    with pytest.raises(TraceError, match=r"t\.jsonl:2: hash_ids: .*expected a list of at most") as err:
+        load_trace(path, "mooncake_jsonl")
+    assert "abc" not in str(err.value)
+
+
+def test_rows_without_hash_ids_have_no_blocks(tmp_path):
+    """A Mooncake row without hash_ids reads as no prefix blocks (it never hits); equal
+    leading hashes give equal chain keys, a different first hash none in common."""
+    from traffic.traces import load_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1}\n'
+                    '{"timestamp": 1, "input_length": 10, "output_length": 1, "hash_ids": [7, 8, 9]}\n'
+                    '{"timestamp": 2, "input_length": 10, "output_length": 1, "hash_ids": [7, 8, 4]}\n'
+                    '{"timestamp": 3, "input_length": 10, "output_length": 1, "hash_ids": [8, 7]}\n')
+    keys = load_trace(path, "mooncake_jsonl").prefix_keys
+    assert keys[0] == ()
+    assert keys[1][:2] == keys[2][:2] and keys[1][2] != keys[2][2]
+    assert not set(keys[3]) & set(keys[1] + keys[2])
