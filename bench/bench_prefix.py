@@ -4,8 +4,8 @@ Usage (from the repository root)::
 
     python bench/bench_prefix.py [--repeats 5] [--rate-scale 8]
 
-Runs scenarios/mooncake-prefix.yaml's three fleets (no cache; a cache with
-least_outstanding routing; with prefix_aware routing) on the same demand, the trace
+Runs scenarios/mooncake-prefix.yaml's fleets (no cache; a cache with
+least_outstanding routing; with prefix_aware routing; both with a host tier) on the same demand, the trace
 replayed ``rate_scale`` times faster on as many times the replicas (more requests per
 run, the same load per replica), and prints per fleet the CPU microseconds per request of
 ``simulate`` alone (the process's own time, median of ``repeats``) and its ratio to the

@@ -69,6 +69,10 @@ class PrefixCacheConfig(Strict):
                               "multiple of the pool's kv_block_tokens")
     capacity_blocks: int | None = Field(None, ge=1, le=10**12, description="most blocks one replica caches; "
                                         "default: as many as its HBM holds beside the running sequences")
+    host_blocks: int = Field(0, ge=0, le=10**12, description="blocks one replica keeps in host DRAM: HBM "
+                             "evictions are demoted there, and a hit there is copied back over host_link; 0: no host tier")
+    host_link: str = Field("host-pcie5-x16", description="host link tier key of fleets/data/storage_tiers.csv "
+                           "(tier host_link, per GPU): the host-to-HBM copy rate of the host tier")
     load_tokens: int = Field(PREFIX_LOAD_TOKENS, ge=0, le=MAX_TOKENS, description="the prefix_aware router's "
                              "price of load: a replica scores its cached prefix tokens minus load_tokens per request "
                              "queued or running on it (assumed; sweep it: docs/kv-reuse.md)")

@@ -552,6 +552,7 @@ class _Frames:
         if self.caches:  # a prefix cache (docs/kv-reuse.md): the first prefill's tokens served from it
             df["cached_tokens"] = raw["cached_tokens"]
             df["prefill_flops_saved"] = raw["prefill_flops_saved"]
+            df["host_cached_tokens"] = raw["host_cached_tokens"]
         return df
 
     def _split_columns(self, df: pd.DataFrame, raw: dict) -> None:
@@ -595,5 +596,6 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
         )
         if getattr(p.config, "prefix_cache", None) is not None:
             rows[-1].update(prefill_prompt_tokens=s.prefill_prompt_tokens,
-                            prefill_cached_tokens=s.prefill_cached_tokens, prefill_flops_saved=s.prefill_flops_saved)
+                            prefill_cached_tokens=s.prefill_cached_tokens, prefill_flops_saved=s.prefill_flops_saved,
+                            prefill_host_tokens=s.prefill_host_tokens)
     return pd.DataFrame(rows)

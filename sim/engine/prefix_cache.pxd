@@ -7,12 +7,14 @@ cdef class PrefixCache:
     cdef public Py_ssize_t block_tokens, pages_per_block
     cdef public object capacity_blocks
     cdef public dict refs
-    cdef public object lru
+    cdef public object lru, host
+    cdef public Py_ssize_t host_blocks
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
     @cython.locals(n=Py_ssize_t, refs=dict)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable)
-    @cython.locals(refs=dict)
-    cpdef acquire(self, tuple keys, Py_ssize_t n)
+    @cython.locals(refs=dict, moved=Py_ssize_t)
+    cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t n)
+    cpdef _evict_oldest(self)
     @cython.locals(refs=dict)
     cpdef commit(self, tuple keys, Py_ssize_t hit, Py_ssize_t usable)
     @cython.locals(refs=dict, i=Py_ssize_t, count=Py_ssize_t)

@@ -13,14 +13,20 @@ NeurIPS 2024):
   ``(P - 1) // block_tokens`` keys (:meth:`PrefixCache.usable`).
 - A hit is the longest run of a request's leading keys present in the cache, looked up
   when the request is admitted. Its blocks are then referenced (pinned) until the
-  request leaves the replica (completion, preemption, hand-off); the blocks it computed
-  join the cache, referenced too, at the end of its prefill.
+  request leaves the replica (completion, preemption, hand-off); the blocks it computes
+  join the cache, referenced too, when its prefill starts (a request admitted in the
+  same iteration does not see them; the next admissions come after the prefill).
 - A block no running request references is evictable, least recently used first. A
   request releases its blocks last block first, so its first block is the most recent
   (vLLM frees a request's blocks in reverse order for the same reason: the tail of a
   chain goes before its head). Evictable blocks are evicted when the cache holds more
   than ``capacity_blocks`` blocks, and when the running sequences' KV cache needs their
   HBM pages (:meth:`trim_pages`, called by the replica at its iteration boundaries).
+- With ``host_blocks`` (a KV tier in host DRAM, as LMCache and Mooncake Store keep one), an
+  evicted block is demoted to host memory instead of dropped; host memory evicts its own
+  least recently used block when full. A hit may run through host blocks: they are
+  promoted back to HBM at admission, and the replica pays their transfer over the host
+  link (:meth:`acquire` returns how many).
 
 Capacity accounting: a running request counts its whole prompt's KV in the replica's
 paged-KV bookkeeping as before (two running requests sharing a prefix each count it:
@@ -44,14 +50,17 @@ class PrefixCache:
             by the replica's HBM.
     """
 
-    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "refs", "lru")
+    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "refs", "lru", "host", "host_blocks")
 
-    def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None) -> None:
+    def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
+                 host_blocks: int = 0) -> None:
         self.block_tokens = block_tokens
         self.pages_per_block = pages_per_block
         self.capacity_blocks = capacity_blocks
+        self.host_blocks = host_blocks
         self.refs: dict[int, int] = {}  # referenced blocks: key -> running requests holding it
         self.lru: OrderedDict[int, None] = OrderedDict()  # evictable blocks, least recent first
+        self.host: OrderedDict[int, None] = OrderedDict()  # blocks demoted to host memory, least recent first
 
     def usable(self, keys: tuple, prompt_tokens: int) -> int:
         """How many of ``keys`` a prompt of ``prompt_tokens`` can cache: its whole blocks
@@ -60,27 +69,44 @@ class PrefixCache:
 
     def hit_blocks(self, keys: tuple, usable: int) -> int:
         """Leading keys of ``keys[:usable]`` present in the cache (read only)."""
-        refs, lru = self.refs, self.lru
+        refs, lru, host = self.refs, self.lru, self.host
         n = 0
-        while n < usable and (keys[n] in refs or keys[n] in lru):
+        while n < usable and (keys[n] in refs or keys[n] in lru or keys[n] in host):
             n += 1
         return n
 
-    def acquire(self, keys: tuple, n: int) -> None:
-        """Reference the first ``n`` keys (all present): a request was admitted on them."""
-        refs, lru = self.refs, self.lru
+    def acquire(self, keys: tuple, n: int) -> int:
+        """Reference the first ``n`` keys (all present): a request was admitted on them.
+        Blocks found in host memory are promoted to HBM; returns how many."""
+        refs, lru, host = self.refs, self.lru, self.host
+        moved = 0
         for key in keys[:n]:
             if key in lru:
                 del lru[key]
                 refs[key] = 1
-            else:
+            elif key in refs:
                 refs[key] += 1
+            else:
+                del host[key]
+                refs[key] = 1
+                moved += 1
+        return moved
+
+    def _evict_oldest(self) -> None:
+        """Drop the least recently used evictable HBM block, demoted to host memory when
+        it has room for blocks (its own oldest dropped when full)."""
+        key = self.lru.popitem(last=False)[0]
+        if self.host_blocks:
+            host = self.host
+            host[key] = None
+            if len(host) > self.host_blocks:
+                host.popitem(last=False)
 
     def commit(self, keys: tuple, hit: int, usable: int) -> None:
         """The request's prefill ended: its computed blocks ``keys[hit:usable]`` join the
         cache, referenced (a block another request computed meanwhile is shared); then
         evict down to the capacity."""
-        refs, lru = self.refs, self.lru
+        refs, lru, host = self.refs, self.lru, self.host
         for key in keys[hit:usable]:
             if key in refs:
                 refs[key] += 1
@@ -88,11 +114,13 @@ class PrefixCache:
                 del lru[key]
                 refs[key] = 1
             else:
+                if key in host:  # computed again: the HBM copy replaces it
+                    del host[key]
                 refs[key] = 1
         cap = self.capacity_blocks
         if cap is not None:
             while lru and len(refs) + len(lru) > cap:
-                lru.popitem(last=False)
+                self._evict_oldest()
 
     def release(self, keys: tuple, held: int) -> None:
         """The request left the replica: drop its references to ``keys[:held]``, last
@@ -113,7 +141,7 @@ class PrefixCache:
         lru, per = self.lru, self.pages_per_block
         keep = max(free_pages, 0) // per
         while len(lru) > keep:
-            lru.popitem(last=False)
+            self._evict_oldest()
 
     @property
     def blocks(self) -> int:

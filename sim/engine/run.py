@@ -34,6 +34,7 @@ class PoolStats:
     prefill_prompt_tokens: int = 0
     prefill_cached_tokens: int = 0
     prefill_flops_saved: float = 0.0
+    prefill_host_tokens: int = 0  # of the cached tokens, those copied back from host memory
 
 
 class RunContext:

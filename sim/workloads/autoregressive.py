@@ -214,6 +214,7 @@ class Autoregressive(WorkloadKind):
         if s["prefix_prompt_tokens"]:  # a prefix cache (docs/kv-reuse.md), over the completed measured requests
             out["prefix_hit_ratio"] = s["cached_tokens"] / s["prefix_prompt_tokens"]
             out["prefill_flops_saved"] = s["prefill_flops_saved"]
+            out["prefix_host_hit_ratio"] = s["host_cached_tokens"] / s["prefix_prompt_tokens"]
         n = c["kv_handoffs"]
         if n:
             out["kv_transfer_bytes_mean"] = s["kv_transfer_bytes"] / n

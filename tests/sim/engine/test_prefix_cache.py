@@ -145,17 +145,19 @@ def test_hit_ratio_bounded_by_infinite_cache_and_grows_with_capacity(tmp_path, r
 
 @settings(max_examples=int(os.environ.get("DCSIM_DIFF_EXAMPLES", 10)), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=session_trace(), capacity=st.one_of(st.none(), st.integers(1, 12)), max_batch=st.integers(1, 8),
-       replicas=st.integers(1, 3), router=st.sampled_from(["least_outstanding", "round_robin"]),
-       kv_tokens=st.sampled_from([3000, 8000, 20000, None]))
-def test_fast_and_exact_modes_agree_with_caching(tmp_path, rows, capacity, max_batch, replicas, router, kv_tokens):
+       replicas=st.integers(1, 3), router=st.sampled_from(["least_outstanding", "round_robin", "prefix_aware"]),
+       kv_tokens=st.sampled_from([3000, 8000, 20000, None]), host=st.sampled_from([0, 3, 50]))
+def test_fast_and_exact_modes_agree_with_caching(tmp_path, rows, capacity, max_batch, replicas, router, kv_tokens,
+                                                  host):
     """Fast and exact engine modes give every request the same outcome (tests/fast_exact.py)
     and the same cached tokens with the cache on: batches, several replicas, and KV caches
     of a few thousand tokens (preemption, and cached blocks evicted for the running
-    sequences' room) included."""
+    sequences' room) and a host-memory tier included."""
     from fast_exact import assert_modes_agree
 
     path = write_trace(tmp_path, rows)
     data = one_replica(path, 10, capacity, max_batch, replicas, router=router, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = host
     if kv_tokens is not None:  # HBM for the weights and kv_tokens of KV cache
         m = load_catalog().model(SMALL["model"])
         memory = load_catalog().accelerator(SMALL["accelerator"]).memory_bytes
@@ -204,3 +206,68 @@ def test_prefix_aware_router_trades_cached_tokens_against_load(tmp_path, router,
         assert got["cached_tokens"].tolist()[2:4] == [5120, 5632]  # D2 prefills after D1: its 11 blocks
     replica_c, cached_c = expected_c
     assert (got["replica"].iloc[4], got["cached_tokens"].iloc[4]) == (replica_c, cached_c)
+
+
+# --- the host-memory tier ----------------------------------------------------------------
+def reference_two_tier(rows: list[dict], hbm: int, host: int) -> tuple[list[int], list[int]]:
+    """(cached tokens, of them from host memory) per request: :func:`reference_hits` with
+    HBM evictions demoted to a host LRU of ``host`` blocks (its oldest dropped when full),
+    and hits through host blocks promoting them back."""
+    fast: OrderedDict = OrderedDict()
+    slow: OrderedDict = OrderedDict()
+    cached, from_host = [], []
+    for r in rows:
+        ids, n = r["hash_ids"], max(r["input_length"], 1)
+        usable = min(len(ids), (n - 1) // BLOCK)
+        keys = [tuple(ids[: i + 1]) for i in range(usable)]
+        hit = 0
+        while hit < usable and (keys[hit] in fast or keys[hit] in slow):
+            hit += 1
+        cached.append(hit * BLOCK)
+        from_host.append(sum(k in slow for k in keys[:hit]) * BLOCK)
+        for k in keys:
+            fast.pop(k, None)
+            slow.pop(k, None)
+        while fast and len(fast) + usable > hbm:  # room for this request's blocks, oldest demoted
+            slow[fast.popitem(last=False)[0]] = None
+            if len(slow) > host:
+                slow.popitem(last=False)
+        for k in reversed(keys):
+            fast[k] = None
+    return cached, from_host
+
+
+@pytest.mark.parametrize(("hbm", "host", "host_hits"), [(400, 4000, True), (250, 500, False)])
+def test_one_replica_reproduces_the_two_tier_reference_on_mooncake(hbm, host, host_hits):
+    """First 60 s of the Mooncake trace, HBM bounded by ``capacity_blocks``, a host tier of
+    ``host_blocks``: cached tokens and those from host memory per request are the
+    reference's. The reuse here is far apart: a host tier of 4,000 blocks recovers every
+    hit of the infinite cache (103,936 tokens against 82,432 for HBM alone; 21,504 from
+    host memory), one of 500 none."""
+    rows = raw_rows(MOONCAKE, 60_000)
+    cached, from_host = reference_two_tier(rows, hbm, host)
+    data = one_replica(MOONCAKE, 60, hbm)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = host
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    np.testing.assert_array_equal(got["cached_tokens"].to_numpy(), cached)
+    np.testing.assert_array_equal(got["host_cached_tokens"].to_numpy(), from_host)
+    assert (sum(from_host) > 0) == host_hits
+    assert sum(reference_hits(rows, hbm)) <= sum(cached) <= sum(reference_hits(rows, None))
+
+
+def test_a_host_hit_pays_its_copy_over_the_host_link(tmp_path):
+    """Llama-3.1-8B FP8 on one H100 (TP1), HBM capped at 22 cached blocks, host tier on:
+    A (20 whole blocks) then B (20 others) demote A's last 18 blocks to host memory; C, A's
+    20 blocks and 1 new token, hits all 20, 18 from host. Its one-token prefill over 10,240
+    cached tokens is shorter than copying 18 x 512 tokens x 65,536 B (2 x 32 layers x 8 KV
+    heads x 128 x 1 B) over the PCIe Gen5 x16 link's 55.43 GB/s (storage_tiers.csv
+    host-pcie5-x16), so C's TTFT is that copy: 9,216 x 65,536 / 55.43e9 s."""
+    x, y = list(range(21)), list(range(100, 121))
+    rows = [_conv(0, x), _conv(50_000, y), {"timestamp": 100_000, "input_length": 20 * BLOCK + 1,
+                                            "output_length": 5, "hash_ids": x[:20] + [999]}]
+    data = one_replica(write_trace(tmp_path, rows), 120, 22, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = 100
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    c = got.iloc[2]
+    assert (c["cached_tokens"], c["host_cached_tokens"]) == (10_240, 9216)
+    assert c["ttft_s"] == pytest.approx(9216 * 65_536 / 55.43e9, rel=1e-9)
