@@ -52,6 +52,32 @@ def loading_limits() -> dict[str, int]:
             "max_tokens": MAX_TOKENS}
 
 
+PREFIX_LOAD_TOKENS = 4096
+"""Default ``prefix_cache.load_tokens`` (assumed, not measured: one request queued or running
+counts as much as 4,096 cached prompt tokens, about one Mooncake conversation turn's new
+input; docs/kv-reuse.md shows the hit-versus-balance trade as it varies)."""
+
+
+class PrefixCacheConfig(Strict):
+    """A pool's prefix cache (:mod:`sim.engine.prefix_cache`, docs/kv-reuse.md): KV blocks
+    kept after their request and reused by later requests with the same prefix. Requests
+    carry their block hashes from their source (a Mooncake trace's ``hash_ids``, 512-token
+    blocks); a request without hashes never hits."""
+
+    block_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="tokens per cached block: the block size of "
+                              "the requests' hashes (512 in the Mooncake traces, FAST'25 release README); a "
+                              "multiple of the pool's kv_block_tokens")
+    capacity_blocks: int | None = Field(None, ge=1, le=10**12, description="most blocks one replica caches; "
+                                        "default: as many as its HBM holds beside the running sequences")
+    host_blocks: int = Field(0, ge=0, le=10**12, description="blocks one replica keeps in host DRAM: HBM "
+                             "evictions are demoted there, and a hit there is copied back over host_link; 0: no host tier")
+    host_link: str = Field("host-pcie5-x16", description="host link tier key of fleets/data/storage_tiers.csv "
+                           "(tier host_link, per GPU): the host-to-HBM copy rate of the host tier")
+    load_tokens: int = Field(PREFIX_LOAD_TOKENS, ge=0, le=MAX_TOKENS, description="the prefix_aware router's "
+                             "price of load: a replica scores its cached prefix tokens minus load_tokens per request "
+                             "queued or running on it (assumed; sweep it: docs/kv-reuse.md)")
+
+
 class PoolConfig(Strict):
     """Identical replicas of one model on one accelerator type.
 
@@ -108,6 +134,9 @@ class PoolConfig(Strict):
     autoscale: Autoscale | None = Field(None, description="replicas powered with demand; replicas is the maximum")
     failures: Failures | None = Field(None, description="component failures, detection, repair and spares")
 
+    prefix_cache: PrefixCacheConfig | None = Field(
+        None, description="automatic prefix caching (docs/kv-reuse.md); absent: every prompt prefilled in full")
+
     scaleout_fabric: str | None = Field(
         None, description="scale-out NIC per accelerator, a key of fleets/data/fabrics.csv (ib-ndr-400, roce-400, "
         "eth-200 ...); default: the accelerator's catalog figures")
@@ -118,7 +147,7 @@ class PoolConfig(Strict):
         set (a scenario without them saves as it always did)."""
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures"):
+            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures", "prefix_cache"):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data
@@ -132,6 +161,10 @@ class PoolConfig(Strict):
         if a is not None and not a.min_replicas <= (a.initial_replicas or a.min_replicas) <= self.replicas:
             raise ValueError(f"pool '{self.name}': autoscale needs min_replicas (={a.min_replicas}) <= "
                              f"initial_replicas (={a.initial_replicas or a.min_replicas}) <= replicas (={self.replicas}, the maximum)")
+        c = self.prefix_cache
+        if c is not None and c.block_tokens % self.kv_block_tokens:
+            raise ValueError(f"pool '{self.name}': prefix_cache.block_tokens (={c.block_tokens}) must be a multiple "
+                             f"of kv_block_tokens (={self.kv_block_tokens})")
         return self
 
     @property
@@ -144,7 +177,7 @@ class FleetConfig(Strict):
     """One hardware mix: pools plus the routing policy that spreads arrivals over them."""
 
     name: str = Field(min_length=1)
-    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"] = (
+    router: Literal["round_robin", "least_outstanding", "join_shortest_queue", "central_queue", "prefix_aware"] = (
         "least_outstanding"
     )
     pools: list[PoolConfig] = Field(min_length=1)
@@ -357,9 +390,9 @@ def _check_operations(scenario: Scenario, fleet: FleetConfig) -> None:
     which round robin does not read; residency serves one workload's checkpoints."""
     at = f"fleets.{scenario.fleets.index(fleet)}"
     for p, pool in enumerate(fleet.pools):
-        if (pool.autoscale or pool.failures) and fleet.router == "round_robin":
+        if (pool.autoscale or pool.failures) and fleet.router in ("round_robin", "prefix_aware"):
             raise ValueError(f"{at}.router: pool '{pool.name}' autoscales or fails, which needs a router that reads "
-                             "replica load: least_outstanding, join_shortest_queue or central_queue, not round_robin")
+                             f"replica load: least_outstanding, join_shortest_queue or central_queue, not {fleet.router}")
         if pool.operated and any(":" in e for e in pool.serves):
             raise ValueError(f"{at}.pools.{p}: pool '{pool.name}' serves a separate pipeline stage ({pool.serves}); "
                              "residency, autoscale and failures apply to pools serving whole workloads")

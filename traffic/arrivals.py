@@ -273,6 +273,16 @@ class TraceArrivals(BaseModel):
         trace = self.trace()
         return np.maximum(trace.prompt_tokens[rows], 1), np.maximum(trace.output_tokens[rows], 1)
 
+    def prefix_of(self, rows: np.ndarray) -> np.ndarray | None:
+        """The prompt blocks' chain keys (:mod:`traffic.prefix`) of trace rows ``rows``:
+        an object array of tuples, shape (k,), or None when the trace carries no hashes."""
+        keys = self.trace().prefix_keys
+        if keys is None:
+            return None
+        out = np.empty(len(rows), dtype=object)
+        out[:] = [keys[i] for i in rows.tolist()]
+        return out
+
     def mean_lengths(self) -> tuple[float, float]:
         """(mean prompt tokens, mean output tokens) of the replayed rows (those at or
         after ``start_s``), zero counts raised to 1 as in :meth:`lengths_of`."""

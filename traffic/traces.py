@@ -8,7 +8,9 @@ Two formats are understood:
   ``2023-11-16 18:15:46.6805900`` (7 fractional digits; any ISO 8601 form is accepted).
 * ``mooncake_jsonl`` -- the Mooncake FAST'25 traces (github.com/kvcache-ai/Mooncake,
   ``FAST25-release/traces/*.jsonl``): one JSON object per line with ``timestamp`` in
-  milliseconds, ``input_length`` and ``output_length``; other keys (``hash_ids``) are ignored.
+  milliseconds, ``input_length`` and ``output_length``, and ``hash_ids`` (one hash per
+  512-token prompt block, read as the rows' prefix keys, :mod:`traffic.prefix`; a row
+  without it has none); other keys are ignored.
 
 Decisions (documented here because real data does not force them):
 
@@ -50,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from sim.errors import TraceError
+from traffic.prefix import chain_keys
 from sim.inputs import CsvTable, file_type, read_csv, read_jsonl, reraised_as, shown_number
 from traffic.datasets import is_dataset_ref, resolve_dataset_ref
 
@@ -83,6 +86,7 @@ class Trace:
     output_tokens: np.ndarray
     source_path: Path
     source_line: np.ndarray | None = None
+    prefix_keys: tuple | None = None  # per row (sorted order): its prompt blocks' chain keys (traffic.prefix)
 
     def describe_row(self, i: int) -> str:
         """``line N`` of row ``i`` (after sorting) in the file, for error messages."""
@@ -153,22 +157,27 @@ def resolve_trace_file(path: str | Path) -> Path:
 
 @lru_cache(maxsize=16)
 def _load_cached(path: Path, mtime_ns: int, format: str) -> Trace:
+    hashes = None
     if format == "azure_csv":
         times_s, prompt, output, lines = _read_azure_csv(path)
     else:
-        times_s, prompt, output, lines = _read_mooncake_jsonl(path)
-    return _build_trace(path, times_s, prompt, output, lines)
+        times_s, prompt, output, lines, hashes = _read_mooncake_jsonl(path)
+    return _build_trace(path, times_s, prompt, output, lines, hashes)
 
 
 def _build_trace(path: Path, times_s: np.ndarray, prompt: np.ndarray, output: np.ndarray,
-                 lines: np.ndarray) -> Trace:
+                 lines: np.ndarray, hashes: list | None = None) -> Trace:
     order = np.argsort(times_s, kind="stable")
     times_s = times_s[order]
     arrays = (times_s - times_s[0], prompt[order].astype(np.int64), output[order].astype(np.int64),
               lines[order].astype(np.int64))
     for array in arrays:
         array.setflags(write=False)
-    return Trace(*arrays[:3], source_path=path, source_line=arrays[3])
+    keys = None
+    if hashes is not None:
+        table: dict = {}
+        keys = tuple(chain_keys(hashes[i], table) for i in order.tolist())
+    return Trace(*arrays[:3], source_path=path, source_line=arrays[3], prefix_keys=keys)
 
 
 # --- Azure CSV -------------------------------------------------------------------------
@@ -237,18 +246,36 @@ def _seconds(table: CsvTable, name: str, stamps: pd.Series) -> np.ndarray:
 # --- Mooncake JSONL --------------------------------------------------------------------
 
 
-def _read_mooncake_jsonl(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _read_mooncake_jsonl(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     rows: list[tuple[float, float, float, int]] = []
+    hashes: list[tuple] = []
     with reraised_as(TraceError):
         for line_no, obj in read_jsonl(path, "trace"):
             rows.append((*_mooncake_row(path, line_no, obj), line_no))
+            hashes.append(_hash_ids(path, line_no, obj))
     if not rows:
         raise TraceError(
             f"{path}:1: the file has no requests; expected one JSON object per line with "
             f"keys {', '.join(MOONCAKE_FIELDS)}"
         )
     table = np.asarray(rows, dtype=np.float64)
-    return table[:, 0] / 1000.0, table[:, 1], table[:, 2], table[:, 3]
+    return table[:, 0] / 1000.0, table[:, 1], table[:, 2], table[:, 3], hashes
+
+
+MAX_HASH_IDS = MAX_TRACE_TOKENS
+"""Most ``hash_ids`` one Mooncake row may list (one per block of at least one token)."""
+
+
+def _hash_ids(path: Path, line_no: int, obj: dict) -> tuple:
+    """A row's ``hash_ids``: a list of non-negative integers (empty when absent)."""
+    value = obj.get("hash_ids", [])
+    expected = f"a list of at most {MAX_HASH_IDS:,} non-negative integers"
+    if not isinstance(value, list) or len(value) > MAX_HASH_IDS:
+        raise TraceError(f"{path}:{line_no}: hash_ids: not a list; expected {expected}")
+    for h in value:
+        if not isinstance(h, int) or isinstance(h, bool) or h < 0:
+            raise TraceError(f"{path}:{line_no}: hash_ids: an entry is not a non-negative integer; expected {expected}")
+    return tuple(value)
 
 
 MAX_TIMESTAMP_MS = 10 * 365 * 86400 * 1000

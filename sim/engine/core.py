@@ -307,6 +307,7 @@ class _ArrivalFeed:
                                                        chunk.adapter[start:end].tolist(), chunk.lora[start:end].tolist())
         self.images = chunk.images[start:end].tolist() if chunk.images is not None else None
         self.cfg = chunk.cfg[start:end].tolist() if chunk.cfg is not None else None
+        self.prefix = chunk.prefix[start:end].tolist() if chunk.prefix is not None else None
         return True
 
     def _schedule(self) -> None:
@@ -325,6 +326,8 @@ class _ArrivalFeed:
                     req.branches = self.branches
                 if self.mix is not None:
                     req.variant, req.adapter, req.lora = self.mix[0][i], self.mix[1][i], self.mix[2][i]
+                if self.prefix is not None:
+                    req.prefix = self.prefix[i]
                 self.arrived(req)
                 if self.planner is None:
                     self.router.dispatch(req)
@@ -489,6 +492,7 @@ class _Frames:
         # columns of the serving features, only in runs that use them (other runs' rows stay as they were)
         self.split = any(r.split for r in plan.routes)
         self.speculates = any(getattr(r.config, "speculation", None) is not None for r in plan.routes)
+        self.caches = any(getattr(p.config, "prefix_cache", None) is not None for p in pools)
 
     def shares(self, shares: dict) -> pd.DataFrame:
         """Replica-seconds per (request, pool) for requests whose journey crossed pools
@@ -545,6 +549,10 @@ class _Frames:
         if self.speculates:
             steps = df["steps"].where(df["steps"] > 0)
             df["tokens_per_step"] = ((df["output_tokens"] - 1) / steps).where(df["kind"] == "autoregressive")
+        if self.caches:  # a prefix cache (docs/kv-reuse.md): the first prefill's tokens served from it
+            df["cached_tokens"] = raw["cached_tokens"]
+            df["prefill_flops_saved"] = raw["prefill_flops_saved"]
+            df["host_cached_tokens"] = raw["host_cached_tokens"]
         return df
 
     def _split_columns(self, df: pd.DataFrame, raw: dict) -> None:
@@ -586,4 +594,8 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
                 "iterations": s.iterations,
             }
         )
+        if getattr(p.config, "prefix_cache", None) is not None:
+            rows[-1].update(prefill_prompt_tokens=s.prefill_prompt_tokens,
+                            prefill_cached_tokens=s.prefill_cached_tokens, prefill_flops_saved=s.prefill_flops_saved,
+                            prefill_host_tokens=s.prefill_host_tokens)
     return pd.DataFrame(rows)

@@ -54,6 +54,7 @@ class WorkloadDemand:
     variant: np.ndarray | None = None  # model mix (sim.workloads.mix): checkpoint rank per request
     adapter: np.ndarray | None = None  # adapter id, -1 none
     lora: np.ndarray | None = None  # adapters to load
+    prefix: np.ndarray | None = None  # object: per request its prompt blocks' chain keys (tuple), for a prefix cache
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -170,6 +171,7 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
     default_steps = kind.default_steps(wl, load_catalog())
     mix = getattr(wl, "mix", None)
     rng_mix = _mix_stream(scenario.seed, name) if mix is not None else None
+    prefix_of = getattr(wl.arrival, "prefix_of", None) if _cached(scenario, name) else None
 
     def draw() -> Iterator[WorkloadDemand]:
         for chunk in chunks:
@@ -179,11 +181,19 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
             if mix is not None:
                 shapes.variant, shapes.adapter, shapes.lora = draw_mix(mix, wl.arrival, chunk.rows, rng_mix,
                                                                        len(arrival_s))
+            prefix = prefix_of(chunk.rows) if prefix_of is not None and chunk.rows is not None else None
             yield WorkloadDemand(name, wl.kind, arrival_s, shapes.prompt, shapes.output, shapes.steps,
                                  shapes.service, shapes.draws, shapes.images, shapes.cfg, None,
-                                 shapes.variant, shapes.adapter, shapes.lora)
+                                 shapes.variant, shapes.adapter, shapes.lora, prefix)
 
     return draw()
+
+
+def _cached(scenario: Scenario, name: str) -> bool:
+    """Does a pool with a prefix cache serve workload ``name`` (its requests then carry
+    their prefix keys)?"""
+    return any(p.prefix_cache is not None and any(s.split(":")[0] == name for s in p.serves)
+               for f in scenario.fleets for p in f.pools)
 
 
 def workload_demand(scenario: Scenario, name: str) -> WorkloadDemand:

@@ -36,17 +36,19 @@ OUTCOME_FIELDS = (
     "first_token_at_s", "done_at_s", "prompt_tokens", "output_tokens", "steps", "sample_steps",
     "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
     "handoff_wait_s", "branches", "memory_wait_s", "decode_pool", "kv_src_replica", "kv_transfer_bytes",
-    "kv_transfer_s", "decode_queue_s", "kv_done_at_s",
+    "kv_transfer_s", "decode_queue_s", "kv_done_at_s", "cached_tokens", "prefill_flops_saved",
+    "host_cached_tokens",
 )
 INT_FIELDS = (
     "id", "workload", "pool", "replica", "status", "images", "prompt_tokens", "output_tokens", "steps",
     "sample_steps", "preemptions", "verifier_calls", "handoffs", "branches", "decode_pool", "kv_src_replica",
+    "cached_tokens", "host_cached_tokens",
 )
 """The int64 outcome fields, in the order :meth:`Outcomes.record` writes them in a row."""
 FLOAT_FIELDS = (
     "arrival_at_s", "admitted_at_s", "first_token_at_s", "done_at_s", "denoiser_flops", "share_s",
     "handoff_s", "handoff_wait_s", "memory_wait_s", "kv_transfer_bytes", "kv_transfer_s", "decode_queue_s",
-    "kv_done_at_s",
+    "kv_done_at_s", "prefill_flops_saved",
 )
 """The float64 outcome fields, in the order :meth:`Outcomes.record` writes them in a row."""
 _N_INT, _N_FLOAT = len(INT_FIELDS), len(FLOAT_FIELDS)
@@ -132,6 +134,8 @@ class Outcomes:
         ints[i + 13] = req.branches
         ints[i + 14] = req.decode_pool
         ints[i + 15] = req.kv_src_replica
+        ints[i + 16] = req.cached_tokens
+        ints[i + 17] = req.host_cached_tokens
         f = n * _N_FLOAT  # FLOAT_FIELDS, in order
         floats = self._floats
         floats[f] = req.arrival_at_s
@@ -147,6 +151,7 @@ class Outcomes:
         floats[f + 10] = req.kv_transfer_s
         floats[f + 11] = req.decode_queue_s
         floats[f + 12] = req.kv_done_at_s
+        floats[f + 13] = req.prefill_flops_saved
         self._reasons.append(req.reason)
         self._n = n + 1
         if req.pool_shares:

@@ -3,6 +3,7 @@ cimport cython
 
 cdef Py_ssize_t PREFILL, DECODE, SPEC_DEN  # C constants (module globals would be dict lookups)
 from sim.engine.completion_heap cimport CompletionHeap
+from sim.engine.prefix_cache cimport PrefixCache
 from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
 from sim.engine.timer cimport TimerDriven
@@ -16,11 +17,13 @@ cdef class ARReplica(TimerDriven):
     cdef public CompletionHeap heap
     cdef long long[:] residues
     cdef public DecodeLine _seg_line
+    cdef public double host_bytes_per_s
     cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm, _wake
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
-    cdef public Py_ssize_t role, gnum, pinned, n_loading
+    cdef public Py_ssize_t role, gnum, pinned, n_loading, cache_block
+    cdef public PrefixCache prefix
     cdef public bint _busy, _cuttable, _inflight
 
     cdef inline Py_ssize_t _kv(self, Py_ssize_t counter)
@@ -62,6 +65,16 @@ cdef class ARReplica(TimerDriven):
     cpdef _begin(self, list admitted)
     @cython.locals(r=Request)
     cpdef double _mixed_cost(self, list admitted)
+    @cython.locals(r=Request, c=Py_ssize_t, m=Py_ssize_t, host=Py_ssize_t, copy_s=double)
+    cpdef double _mixed_cost_cached(self, list admitted)
+    @cython.locals(hit=Py_ssize_t)
+    cpdef _cache_admit(self, Request req)
+    @cython.locals(usable=Py_ssize_t)
+    cpdef _cache_commit(self, Request req)
+    @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
+    cpdef _cache_trim(self)
+    @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t)
+    cpdef _cache_first(self, Request req, double end)
     cpdef _cut(self)
     cpdef _cut_at(self, double at)
     @cython.locals(elapsed=double, j=Py_ssize_t, k=Py_ssize_t)

@@ -86,6 +86,8 @@ from sim.models.perf import (
 )
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
+from fleets.storage import tier
+from sim.engine.prefix_cache import PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -112,7 +114,7 @@ class ARReplica(TimerDriven):
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
-        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake"
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -180,6 +182,17 @@ class ARReplica(TimerDriven):
         self.loading: list = []  # decode: heap of (transfer end, request id, request)
         self.releases: list = []  # prefill: heap of (transfer end, request id, blocks held until then)
         self._wake = 0.0  # instant of the pending timer while no iterations are in flight
+        # the prefix cache (sim.engine.prefix_cache; None: off, and on a decode replica, which prefills nothing)
+        pc = getattr(cfg, "prefix_cache", None)
+        self.prefix = None
+        self.cache_block = 0
+        self.host_bytes_per_s = 0.0
+        if pc is not None and self.role != DECODE:
+            self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks)
+            self.cache_block = pc.block_tokens
+            if pc.host_blocks:  # each GPU copies its shard of the KV over its own host link
+                gpus = pool.layout.accelerators // pool.layout.replicas
+                self.host_bytes_per_s = tier(pc.host_link, "host_link").read_bytes_per_s * gpus
 
     def _kv(self, counter: int) -> int:
         """KV tokens every running sequence has gained after ``counter`` iterations:
@@ -276,6 +289,9 @@ class ARReplica(TimerDriven):
         self._next_done = heap.next_done()
 
     def _remove_running(self, req: Request) -> None:
+        if req.cache_held:
+            self.prefix.release(req.prefix, req.cache_held)
+            req.cache_held = 0
         w = req.branches
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
@@ -341,6 +357,8 @@ class ARReplica(TimerDriven):
         self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
+        if self.prefix is not None and self.prefix.lru:  # the batch changes: the running KV's room first
+            self._cache_trim()
         heap, now, freed = self.heap, self.env.now, False
         while heap.next_done() <= self.iters:  # NO_COMPLETION when empty
             seq = heap.first_seq()
@@ -378,6 +396,8 @@ class ARReplica(TimerDriven):
             return False
         if self.blocks_used(self.iters) <= cap:
             return False
+        if self.prefix is not None and self.prefix.lru:
+            self._cache_trim()
         running = sorted([(seq, req) for seq, req in self.heap.entries() if req.run_seq == seq])  # seqs are unique
         keep = 0 if self.pinned else 1  # pinned blocks: the reserved requests will run
         while len(running) > keep and self.blocks_used(self.iters) > cap:
@@ -429,6 +449,8 @@ class ARReplica(TimerDriven):
                 free = self.cap_blocks - self.pinned - self.blocks_used(self.iters) - self.watermark_blocks
             if need > free:
                 break
+            if not admitted and not reserved and self.prefix is not None and self.prefix.lru:
+                self._cache_trim()  # the batch changes here: the running KV's room first
             self.waiting.popleft()
             free -= need
             if remote:  # a decode replica of a split deployment: reserve, then the KV cache comes
@@ -438,11 +460,72 @@ class ARReplica(TimerDriven):
             budget -= tokens
             self._add_running(req, tokens)
             admitted.append(req)
+            if self.prefix is not None:
+                self._cache_admit(req)
         if admitted or reserved:
             self.pool.queued_total -= len(admitted) + reserved
             for index in self.pool.watchers:  # _tell_watchers, inlined (once per admission)
                 index.changed(self.index)
         return admitted
+
+    # --- prefix cache ----------------------------------------------------------------
+    def _cache_admit(self, req: Request) -> None:
+        """``req`` was admitted: look up its leading prompt blocks and hold the hit ones
+        (``cache_hit``); evictable blocks then give way to the running sequences' KV."""
+        keys = req.prefix
+        hit = 0
+        if keys:
+            hit = self.prefix.hit_blocks(keys, self.prefix.usable(keys, req.prompt_tokens))
+            req.cache_host = self.prefix.acquire(keys, hit)
+        req.cache_hit = req.cache_held = hit
+        if self.prefix.lru:
+            self._cache_trim()
+
+    def _cache_trim(self) -> None:
+        """Evict evictable cached blocks the running sequences' KV needs the pages of (the
+        O(1) upper bound on the blocks used first: it nearly always leaves room). Called
+        where the batch changes (a completion, a preemption, an admission), the boundaries
+        both engine modes reach: the running KV only grows in between, so this evicts what
+        trimming at every iteration would have by then, and a router looking between
+        boundaries sees the same cache in both modes."""
+        room = self.cap_blocks - self.pinned
+        n = self.n_running
+        pages = len(self.prefix.lru) * self.prefix.pages_per_block
+        if pages <= room - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n):
+            return
+        self.prefix.trim_pages(room - self.blocks_used(self.iters))
+
+    def _cache_commit(self, req: Request) -> None:
+        """``req``'s prefill starts: the blocks it computes join the cache, referenced (a
+        request admitted in the same iteration did not see them; one admitted later, after
+        this prefill, does; a router looking meanwhile counts them, as a radix tree that
+        inserts at scheduling would). At the prefill's start, not its end, because fast
+        mode accounts for the prefill only when its run ends."""
+        keys = req.prefix
+        if not keys:
+            return
+        usable = self.prefix.usable(keys, req.prompt_tokens)
+        self.prefix.commit(keys, req.cache_hit, usable)
+        req.cache_held = usable
+
+    def _cache_first(self, req: Request, end: float) -> None:
+        """Record the first prefill's cached tokens and the prefill FLOP they saved (the
+        full prompt's prefill against the missed tokens' over the cached prefix)."""
+        c = req.cache_hit * self.cache_block
+        n = req.prompt_tokens
+        m = n - c
+        perf = self.perf
+        req.cached_tokens = c
+        req.host_cached_tokens = h = req.cache_host * self.cache_block
+        req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
+                                           - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
+        run = self.run
+        if run.window_start_s <= end < run.window_end_s:  # the prefill's end (fast mode reaches it later)
+            stats = self.pool.stats
+            stats.prefill_prompt_tokens += n
+            stats.prefill_cached_tokens += c
+            stats.prefill_flops_saved += saved
+            stats.prefill_host_tokens += h
 
     # --- split deployments -----------------------------------------------------------
     def _reserve_now(self, req: Request) -> bool:
@@ -606,6 +689,9 @@ class ARReplica(TimerDriven):
         t_mixed = 0.0
         if admitted:
             t_mixed = self._mixed_cost(admitted)
+            if self.prefix is not None:  # at the prefill's start: an instant both modes reach
+                for req in admitted:
+                    self._cache_commit(req)
         after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
         if self._stale:
             while heap.first_seq() != heap.first().run_seq:
@@ -660,7 +746,12 @@ class ARReplica(TimerDriven):
 
     def _mixed_cost(self, admitted: list[Request]) -> float:
         """One iteration prefilling ``admitted`` (once per request; best-of-k branches then
-        copy the prompt's KV cache, k−1 extra writes) while the others decode a token."""
+        copy the prompt's KV cache, k−1 extra writes) while the others decode a token.
+        With a prefix cache, a request computes only its missed tokens m = n − c, whose
+        causal attention covers m·c + m²/2 pairs (Σ of m² + 2mc passed as the squares) and
+        reads the c cached tokens' KV."""
+        if self.prefix is not None:
+            return self._mixed_cost_cached(admitted)
         n_decode = self.n_running
         new_tokens = 0
         new_sq = 0.0
@@ -680,6 +771,41 @@ class ARReplica(TimerDriven):
         else:
             t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
+        self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
+        self._mix_tokens = new_tokens + n_decode
+        return t
+
+    def _mixed_cost_cached(self, admitted: list[Request]) -> float:
+        """:meth:`_mixed_cost` with a prefix cache (its docstring)."""
+        n_decode = self.n_running
+        new_tokens = 0
+        new_sq = 0.0
+        cached = 0
+        host = 0
+        admitted_offsets = 0
+        copied = 0
+        for r in admitted:
+            tokens = r.prompt_tokens + r.generated
+            c = r.cache_hit * self.cache_block
+            host += r.cache_host * self.cache_block
+            m = tokens - c
+            new_tokens += m
+            new_sq += float(m) * m + 2.0 * m * c
+            cached += c
+            admitted_offsets += r.branches * r.kv_offset
+            n_decode -= r.branches
+            copied += (r.branches - 1) * tokens
+        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)
+        if self.spec is None:
+            t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+            hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        else:
+            t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+            hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
+        if host:  # blocks promoted from host memory: copied layer by layer under the iteration's compute
+            copy_s = host * self.perf.kv_bytes_per_token / self.host_bytes_per_s
+            if copy_s > t:
+                t = copy_s
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
@@ -772,12 +898,15 @@ class ARReplica(TimerDriven):
         admitted, self._admitted = self._admitted, []
         self.iters += 1
         self.acc += t / tokens
+        cached = self.prefix is not None
         for req in admitted:
-            req.share_s += (req.prompt_tokens + req.generated) * t / tokens
+            req.share_s += (req.prompt_tokens + req.generated - req.cache_hit * self.cache_block) * t / tokens
             req.acc_mark = self.acc
             if req.first_token_at_s != req.first_token_at_s:  # NaN: first run
                 req.admitted_at_s = self._start
                 req.first_token_at_s = end
+                if cached:
+                    self._cache_first(req, end)
         if self.role == PREFILL:
             self._hand_off(admitted)
 

@@ -51,7 +51,8 @@ class Request:
         "handoff_s", "handoff_wait_s", "verifier_calls", "branches", "memory_wait_s", "blocked_at_s", "cur_pool",
         "pool_shares", "variant", "adapter", "lora", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica",
         "decode_pool", "prefill_at_s", "kv_ready_at_s", "kv_done_at_s", "decode_queue_s", "kv_transfer_bytes",
-        "kv_transfer_s",
+        "kv_transfer_s", "prefix", "cache_hit", "cache_held", "cached_tokens", "prefill_flops_saved", "cache_host",
+        "host_cached_tokens",
     )
 
     def __init__(
@@ -120,6 +121,16 @@ class Request:
         self.decode_queue_s = nan
         self.kv_transfer_bytes = nan
         self.kv_transfer_s = nan
+        # a prefix cache (sim.engine.prefix_cache): the prompt blocks' chain keys (() none),
+        # the blocks hit at the current admission and held, and the first prefill's cached
+        # tokens and the prefill FLOP they saved
+        self.prefix = ()
+        self.cache_hit = 0
+        self.cache_held = 0
+        self.cached_tokens = 0
+        self.prefill_flops_saved = 0.0
+        self.cache_host = 0  # of the blocks hit at the current admission, those promoted from host memory
+        self.host_cached_tokens = 0  # of the first prefill's cached tokens, those that came from host memory
 
     def __repr__(self) -> str:
         return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"

@@ -15,6 +15,6 @@ cdef class _MinIndex(IndexedHeap):
 
 
 cdef class Router:
-    cdef public object run, policy_name, pools, replicas, queue, _all, _subsets, indexes
+    cdef public object run, policy_name, pools, replicas, queue, _all, _subsets, indexes, _bases
     cdef public Py_ssize_t next_index
-    cdef public bint central, _keyed
+    cdef public bint central, _keyed, prefix_aware

@@ -10,6 +10,12 @@ Policies (registered by name, picked by the fleet's ``router:`` key):
 - ``central_queue``: requests wait in one FIFO at the router and are dispatched when a
   replica has a free batch slot (outstanding < max_batch); with max_batch 1 and
   exponential service this is the M/M/c queue.
+- ``prefix_aware``: the replica with the highest score ``cached - load_tokens ×
+  outstanding``, ``cached`` the prompt tokens its prefix cache holds for the request
+  (:mod:`sim.engine.prefix_cache`, looked up without touching it) and ``load_tokens`` its
+  pool's ``prefix_cache.load_tokens`` (:data:`sim.scenario.PREFIX_LOAD_TOKENS` for a pool
+  without a cache); after llm-d's prefix-cache and load scorers and Mooncake's
+  cache-aware conductor. A linear scan: O(replicas × the request's blocks) per dispatch.
 
 Ties go to the lowest replica index (the first in the router's replica list: pools in
 the fleet's order, replicas in index order), so runs are deterministic.
@@ -34,6 +40,7 @@ from typing import Callable
 
 from sim.engine.indexed_heap import IndexedHeap
 from sim.engine.request import REJECTED, Request
+from sim.scenario import PREFIX_LOAD_TOKENS
 
 QUEUED_SHIFT = 32  # join_shortest_queue key: queued << 32 | outstanding (below 2**63 for < 2**31 queued)
 
@@ -119,6 +126,13 @@ class Router:
             self.indexes.append(index)
             base += len(p.replicas)
         self._keyed = key is not None
+        self.prefix_aware = policy == "prefix_aware"
+        self._bases = []  # prefix_aware: per pool, (router position of its first replica, load_tokens)
+        base = 0
+        for p in pools if self.prefix_aware else ():
+            cfg = getattr(getattr(p, "config", None), "prefix_cache", None)
+            self._bases.append((base, cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS))
+            base += len(p.replicas)
         if self.central:
             for replica in self.replicas:
                 replica.listeners.append(self)
@@ -154,6 +168,9 @@ class Router:
         if self.central and self.queue:
             self.queue.append(req)
             return
+        if self.prefix_aware:
+            self._send(self._by_prefix(req, candidates), req)
+            return
         best = None
         indexes = self.indexes
         for slot in candidates:
@@ -169,6 +186,23 @@ class Router:
             self.queue.append(req)  # central queue: no free slot (else: no replica at all)
             return
         self._send(self.replicas[best[1]], req)
+
+    def _by_prefix(self, req: Request, candidates):
+        """``prefix_aware``: the replica of the candidate pools with the highest
+        ``cached − load_tokens × outstanding``, ties to the first (module docstring)."""
+        keys = getattr(req, "prefix", ())
+        best, best_score = None, None
+        for slot in candidates:
+            base, load = self._bases[slot]
+            for i, r in enumerate(self.pools[slot].replicas):
+                cache = getattr(r, "prefix", None)
+                hit = 0
+                if cache is not None and keys:
+                    hit = cache.hit_blocks(keys, cache.usable(keys, req.prompt_tokens)) * cache.block_tokens
+                score = hit - load * r.outstanding
+                if best_score is None or score > best_score:
+                    best, best_score = base + i, score
+        return self.replicas[best]
 
     def _eligible(self, req: Request):
         """Pools (or, round robin, replicas) that can hold ``req``; None (and the request
@@ -235,5 +269,6 @@ POLICIES: dict[str, Callable[[object], int] | None] = {
     "least_outstanding": _outstanding_key,
     "join_shortest_queue": _queued_then_outstanding_key,
     "central_queue": _outstanding_key,
+    "prefix_aware": _outstanding_key,  # the index is unused: a scan by prefix and load (Router._by_prefix)
 }
 """Policy name -> the replica key it minimises (None: round robin, no key)."""

@@ -30,6 +30,11 @@ class PoolStats:
     hbm_peak_bytes: float = 0.0
     iterations: int = 0
     busy_total_s: float = 0.0  # over the whole run, for energy/cost
+    # a prefix cache: first prefills ending in the window, their prompt and cached tokens, FLOP saved
+    prefill_prompt_tokens: int = 0
+    prefill_cached_tokens: int = 0
+    prefill_flops_saved: float = 0.0
+    prefill_host_tokens: int = 0  # of the cached tokens, those copied back from host memory
 
 
 class RunContext:

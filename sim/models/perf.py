@@ -284,11 +284,15 @@ class PerfModel:
         return self.linear_flops_per_token * new_tokens + self.prefill_attention_flops(new_tokens, new_tokens_sq)
 
     def mixed_cost(
-        self, new_tokens: float, new_tokens_sq: float, batch: int, context_tokens: float, copied_tokens: float = 0.0
+        self, new_tokens: float, new_tokens_sq: float, batch: int, context_tokens: float, copied_tokens: float = 0.0,
+        cached_tokens: float = 0.0,
     ) -> tuple[float, float, float]:
         """An iteration that prefills prompts (Σn, Σn²) and decodes one token for each of
         ``batch`` running sequences with total context ``context_tokens``;
         ``copied_tokens`` of KV cache are duplicated for best-of-k branches.
+        ``cached_tokens`` prompt tokens come from a prefix cache: their KV is read once by
+        the prefill's attention (the m·c query-key pairs of m new tokens over c cached
+        ones are the caller's: it passes Σ(m² + 2mc) as ``new_tokens_sq``).
 
         Returns:
             (time_s, flops, bytes)
@@ -297,7 +301,7 @@ class PerfModel:
         attn_flops = (self.prefill_attention_flops(new_tokens, new_tokens_sq)
                       + self.attn_flops_per_pair * context_tokens + self.window_attn_flops_per_token * batch)
         flops = self.linear_flops_per_token * tokens + attn_flops
-        kv_tokens = context_tokens + new_tokens + 2 * copied_tokens  # a copy reads and writes
+        kv_tokens = context_tokens + new_tokens + 2 * copied_tokens + cached_tokens  # a copy reads and writes
         window_bytes = self.kv_bytes_per_sequence * batch
         bytes_moved = self.weight_bytes_read(tokens) + self.kv_bytes_per_token * kv_tokens + window_bytes
         if self._ep is not None:

@@ -17,4 +17,4 @@ cdef class SpecPlan:
     @cython.locals(q=Py_ssize_t, contexts=double, flops=double, moved=double, entry=tuple)
     cpdef tuple stretch_work(self, Py_ssize_t batch, double context0, Py_ssize_t n)
     @cython.locals(q=Py_ssize_t, t=double, flops=double, moved=double, td=double, fd=double, md=double, entry=tuple, d=DecodeLine)
-    cpdef tuple mixed_cost(self, double new_tokens, double new_sq, Py_ssize_t n_decode, double context, double copied)
+    cpdef tuple mixed_cost(self, double new_tokens, double new_sq, Py_ssize_t n_decode, double context, double copied, double cached=*)

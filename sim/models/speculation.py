@@ -133,12 +133,13 @@ class SpecPlan:
         return flops, moved
 
     def mixed_cost(self, new_tokens: float, new_sq: float, n_decode: int, context: float,
-                   copied: float) -> tuple[float, float, float]:
-        """(time_s, FLOP, bytes) of a mixed iteration (module docstring)."""
+                   copied: float, cached: float = 0.0) -> tuple[float, float, float]:
+        """(time_s, FLOP, bytes) of a mixed iteration (module docstring); ``cached``
+        prompt tokens come from a prefix cache (target and draft both read their KV)."""
         q = self.k + 1
-        t, flops, moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode * q, context * q, copied)
+        t, flops, moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode * q, context * q, copied, cached)
         if self.draft is not None:
-            td, fd, md = self.draft.mixed_cost(new_tokens, new_sq, 0, 0.0)
+            td, fd, md = self.draft.mixed_cost(new_tokens, new_sq, 0, 0.0, 0.0, cached)
             t, flops, moved = t + td, flops + fd, moved + md
             if n_decode:
                 entry = self._of(n_decode)

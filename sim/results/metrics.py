@@ -57,6 +57,10 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
     busy = raw["busy_s"] / (replica_window_s * slots)
     row = {k: raw[k] for k in ("fleet", "pool", "accelerator", "model", "precision", "tp", "pp", "ep", "replicas")}
     row["busy_fraction"] = busy
+    if getattr(pool.config, "prefix_cache", None) is not None:  # docs/kv-reuse.md
+        row["prefix_hit_ratio"] = _ratio(raw["prefill_cached_tokens"], raw["prefill_prompt_tokens"])
+        row["prefill_flops_saved"] = raw["prefill_flops_saved"]
+        row["prefix_host_hit_ratio"] = _ratio(raw["prefill_host_tokens"], raw["prefill_prompt_tokens"])
     if pool.perf is not None:
         perf, layout = pool.perf, pool.layout
         memory = layout.replica_memory_bytes / pool.config.memory_utilization

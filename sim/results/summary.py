@@ -269,6 +269,11 @@ class WorkloadAccumulator:
             c["kv_handoffs"] += int(moved.sum())
             for column in ("kv_transfer_bytes", "kv_transfer_s", "decode_queue_s"):
                 s[column] += float(done.loc[moved, column].sum())
+        if "cached_tokens" in done:  # a prefix cache: the first prefill's cached tokens
+            s["prefix_prompt_tokens"] += int(done["prompt_tokens"].sum())
+            s["cached_tokens"] += int(done["cached_tokens"].sum())
+            s["prefill_flops_saved"] += float(done["prefill_flops_saved"].sum())
+            s["host_cached_tokens"] += int(done["host_cached_tokens"].sum())
         if "tokens_per_step" in done:
             stepped = done["steps"] > 0
             s["spec_steps"] += int(done.loc[stepped, "steps"].sum())

@@ -211,6 +211,10 @@ class Autoregressive(WorkloadKind):
             out["draft_tokens"] = wl.speculation.draft_tokens
             out["expected_tokens_per_step"] = expected_tokens_per_step(wl.speculation.acceptance_by_position())
             out["tokens_per_step_mean"] = s["spec_tokens"] / s["spec_steps"] if s["spec_steps"] else math.nan
+        if s["prefix_prompt_tokens"]:  # a prefix cache (docs/kv-reuse.md), over the completed measured requests
+            out["prefix_hit_ratio"] = s["cached_tokens"] / s["prefix_prompt_tokens"]
+            out["prefill_flops_saved"] = s["prefill_flops_saved"]
+            out["prefix_host_hit_ratio"] = s["host_cached_tokens"] / s["prefix_prompt_tokens"]
         n = c["kv_handoffs"]
         if n:
             out["kv_transfer_bytes_mean"] = s["kv_transfer_bytes"] / n
@@ -219,8 +223,9 @@ class Autoregressive(WorkloadKind):
         return out
 
     def report_columns(self, g, fmt, after):
-        """Tokens per verification step (closed form in brackets) under speculation; KV
-        bytes moved per request in a split deployment."""
+        """Tokens per verification step (closed form in brackets) under speculation; the
+        prefix cache's token-weighted hit ratio; KV bytes moved per request in a split
+        deployment."""
         if after != "costs":
             return []
         out = []
@@ -228,6 +233,9 @@ class Autoregressive(WorkloadKind):
             out.append(("tokens/step (E[L])", [
                 "-" if r.get("tokens_per_step_mean") != r.get("tokens_per_step_mean")
                 else f"{r['tokens_per_step_mean']:.2f} ({r['expected_tokens_per_step']:.2f})" for _, r in g.iterrows()]))
+        if "prefix_hit_ratio" in g and g["prefix_hit_ratio"].notna().any():
+            out.append(("prefix hit", ["-" if r.get("prefix_hit_ratio") != r.get("prefix_hit_ratio")
+                                       else f"{r['prefix_hit_ratio']:.1%}" for _, r in g.iterrows()]))
         if "kv_transfer_bytes_mean" in g and g["kv_transfer_bytes_mean"].notna().any():
             out.append(("KV moved/request", [
                 "-" if r.get("kv_transfer_bytes_mean") != r.get("kv_transfer_bytes_mean")

@@ -30,7 +30,7 @@ import sim
 
 ROOT = Path(__file__).resolve().parents[3]
 CI = bool(os.environ.get("CI"))
-RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "diffusion-shift", "genai-image", "search-verifier", "pd-disagg",
+RUN_SCENARIOS = ["default", "azure-conv", "mooncake-conv", "mooncake-prefix", "diffusion-shift", "genai-image", "search-verifier", "pd-disagg",
                  "spec-decode"]
 
 

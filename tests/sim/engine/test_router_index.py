@@ -23,7 +23,8 @@ import sim.engine.core as core
 from sim.engine.request import REJECTED
 from sim.engine.router import Router
 
-POLICY_NAMES = ["round_robin", "least_outstanding", "join_shortest_queue", "central_queue"]
+# prefix_aware with no prefix cache scores −load × outstanding: the least outstanding, ties to the first
+POLICY_NAMES = ["round_robin", "least_outstanding", "join_shortest_queue", "central_queue", "prefix_aware"]
 
 
 class LinearRouter(Router):

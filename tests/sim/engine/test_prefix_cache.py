@@ -1,0 +1,273 @@
+"""The prefix cache (sim/engine/prefix_cache.py, docs/kv-reuse.md) against a reference
+computed from the raw Mooncake JSONL alone, and its properties on generated traces.
+
+The reference (:func:`reference_hits`) is a textbook LRU over prefix blocks, written here
+from the trace's definition (one hash per 512-token prompt block; equal leading hashes
+mean an equal prefix): a request hits the longest run of its leading whole blocks (short
+of its last token) present in the cache, then touches its blocks last first, so its first
+block is the most recent, and the least recently used blocks go while more than
+``capacity`` are held. One replica serving one request at a time (max_batch 1) with an
+HBM large enough never to evict for room must reproduce it request by request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fleets.catalog_io import load_catalog
+from sim.engine.core import simulate
+from sim.errors import ScenarioError
+from sim.scenario import parse_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+MOONCAKE = ROOT / "traffic/data/mooncake_conversation_trace.jsonl"
+BLOCK = 512  # Mooncake hash_ids block (traffic.prefix.MOONCAKE_BLOCK_TOKENS; re-stated, not imported)
+
+
+def reference_hits(rows: list[dict], capacity: int | None) -> list[int]:
+    """Cached tokens of each request, in order (module docstring)."""
+    lru: OrderedDict = OrderedDict()
+    out = []
+    for r in rows:
+        ids, n = r["hash_ids"], max(r["input_length"], 1)
+        usable = min(len(ids), (n - 1) // BLOCK)
+        keys = [tuple(ids[: i + 1]) for i in range(usable)]
+        hit = 0
+        while hit < usable and keys[hit] in lru:
+            hit += 1
+        out.append(hit * BLOCK)
+        for key in reversed(keys):
+            lru[key] = None
+            lru.move_to_end(key)
+        while capacity is not None and len(lru) > capacity:
+            lru.popitem(last=False)
+    return out
+
+
+def one_replica(path: Path, duration_s: float, capacity: int | None, max_batch: int = 1, replicas: int = 1,
+                mode: str = "fast", router: str = "least_outstanding", model: str = "llama-3.1-405b",
+                accelerator: str = "b200", tp: int = 8) -> dict:
+    cache = {"block_tokens": BLOCK} | ({} if capacity is None else {"capacity_blocks": capacity})
+    return {
+        "name": "prefix", "seed": 1, "duration_s": duration_s, "warmup_s": 0, "drain_s": 100_000,
+        "engine": {"mode": mode},
+        "workloads": {"chat": {"kind": "autoregressive", "model": model,
+                               "arrival": {"kind": "trace", "path": str(path), "format": "mooncake_jsonl"}}},
+        "fleets": [{"name": "f", "router": router, "pools": [{
+            "name": "p", "accelerator": accelerator, "serves": ["chat"], "replicas": replicas, "tp": tp,
+            "precision": "fp8", "max_batch": max_batch, "min_kv_tokens": 2048, "prefix_cache": cache}]}],
+    }
+
+
+def raw_rows(path: Path, before_ms: float) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["timestamp"] < before_ms]
+    return sorted(rows, key=lambda r: r["timestamp"])  # stable: equal instants keep file order
+
+
+@pytest.mark.parametrize("capacity", [None, 1000, 400])
+def test_one_replica_reproduces_the_reference_on_mooncake(capacity):
+    """First 60 s of the Mooncake trace (162 requests, 4,035 distinct cacheable blocks,
+    at most 235 per request; the replica's HBM holds 6,737 such blocks beside the weights,
+    so only ``capacity`` evicts): the infinite cache's hit ratio is 4.70%, LRU 1000 and
+    400 give 3.73%; per request the cached tokens are the reference's."""
+    rows = raw_rows(MOONCAKE, 60_000)
+    expected = np.array(reference_hits(rows, capacity))
+    run = simulate(parse_scenario(one_replica(MOONCAKE, 60, capacity), "prefix"))
+    got = run.requests.sort_values("request_id")
+    assert (got["status"] == "completed").all()
+    assert got["prompt_tokens"].tolist() == [max(r["input_length"], 1) for r in rows]
+    np.testing.assert_array_equal(got["cached_tokens"].to_numpy(), expected)
+    ratio = expected.sum() / got["prompt_tokens"].sum()
+    assert got["cached_tokens"].sum() / got["prompt_tokens"].sum() == ratio
+    assert ratio > 0.03  # the trace does reuse prefixes here (the test would not be vacuous)
+
+
+# --- generated traces ------------------------------------------------------------------
+@st.composite
+def session_trace(draw) -> list[dict]:
+    """Mooncake-format rows: a few conversations whose turns extend their history (and a
+    shared first block, a system prompt), on a millisecond grid with repeats."""
+    sessions = draw(st.integers(1, 4))
+    histories = [[0] for _ in range(sessions)]
+    next_id = 1
+    rows, t = [], 0
+    for _ in range(draw(st.integers(2, 25))):
+        s = draw(st.integers(0, sessions - 1))
+        for _ in range(draw(st.integers(0, 3))):
+            histories[s].append(next_id)
+            next_id += 1
+        tail = draw(st.integers(1, BLOCK))
+        ids = histories[s] + [next_id]
+        next_id += 1
+        t += draw(st.sampled_from([0, 1, 40, 400]))
+        rows.append({"timestamp": t, "input_length": (len(ids) - 1) * BLOCK + tail,
+                     "output_length": draw(st.sampled_from([1, 7, 40, 300])), "hash_ids": ids})
+    return rows
+
+
+def write_trace(tmp_path: Path, rows: list[dict]) -> Path:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+SMALL = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "tp": 1}
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=session_trace(), extra=st.integers(0, 8))
+def test_hit_ratio_bounded_by_infinite_cache_and_grows_with_capacity(tmp_path, rows, extra):
+    """On one replica serving one request at a time: cached tokens equal the reference's
+    at capacities c and c + 3 and with no bound, and the hit ratio never exceeds the
+    infinite cache's and never falls as the capacity grows (LRU is a stack algorithm).
+    c is at least the most blocks one request holds (the engine never evicts the blocks
+    of a running request; the reference would)."""
+    capacity = max(min(len(r["hash_ids"]), (r["input_length"] - 1) // BLOCK) for r in rows) + extra
+    capacity = max(capacity, 1)
+    path = write_trace(tmp_path, rows)
+    totals = []
+    for cap in (capacity, capacity + 3, None):
+        run = simulate(parse_scenario(one_replica(path, 10, cap, **SMALL), "prefix"))
+        got = run.requests.sort_values("request_id")["cached_tokens"].to_numpy()
+        np.testing.assert_array_equal(got, reference_hits(rows, cap))
+        totals.append(int(got.sum()))
+    assert totals[0] <= totals[1] <= totals[2]
+
+
+@settings(max_examples=int(os.environ.get("DCSIM_DIFF_EXAMPLES", 10)), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=session_trace(), capacity=st.one_of(st.none(), st.integers(1, 12)), max_batch=st.integers(1, 8),
+       replicas=st.integers(1, 3), router=st.sampled_from(["least_outstanding", "round_robin", "prefix_aware"]),
+       kv_tokens=st.sampled_from([3000, 8000, 20000, None]), host=st.sampled_from([0, 3, 50]))
+def test_fast_and_exact_modes_agree_with_caching(tmp_path, rows, capacity, max_batch, replicas, router, kv_tokens,
+                                                  host):
+    """Fast and exact engine modes give every request the same outcome (tests/fast_exact.py)
+    and the same cached tokens with the cache on: batches, several replicas, and KV caches
+    of a few thousand tokens (preemption, and cached blocks evicted for the running
+    sequences' room) and a host-memory tier included."""
+    from fast_exact import assert_modes_agree
+
+    path = write_trace(tmp_path, rows)
+    data = one_replica(path, 10, capacity, max_batch, replicas, router=router, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = host
+    if kv_tokens is not None:  # HBM for the weights and kv_tokens of KV cache
+        m = load_catalog().model(SMALL["model"])
+        memory = load_catalog().accelerator(SMALL["accelerator"]).memory_bytes
+        data["fleets"][0]["pools"][0].update(min_kv_tokens=0, memory_utilization=min(
+            1.0, (m.weight_bytes("fp8") + kv_tokens * m.kv_bytes_per_token("fp8")) / memory))
+    fast, exact = assert_modes_agree(data)
+    a, b = fast.requests, exact.requests
+    event(f"preempted: {a['preemptions'].sum() > 0}, hits: {a['cached_tokens'].sum() > 0}")
+    np.testing.assert_array_equal(a["cached_tokens"].to_numpy(), b["cached_tokens"].to_numpy())
+
+
+def test_block_not_a_multiple_of_the_paging_block_is_refused():
+    data = one_replica(MOONCAKE, 10, None)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["block_tokens"] = 100
+    with pytest.raises(ScenarioError, match="block_tokens.*multiple of kv_block_tokens"):
+        parse_scenario(data, "prefix")
+
+
+# --- the prefix_aware router -----------------------------------------------------------
+def _conv(ts_ms: int, ids: list[int], tail: int = 100) -> dict:
+    return {"timestamp": ts_ms, "input_length": (len(ids) - 1) * BLOCK + tail, "output_length": 50, "hash_ids": ids}
+
+
+@pytest.mark.parametrize(("router", "load_tokens", "expected_c"), [
+    # by load alone: D1 to replica 0, D2 to 1, C to 0 (ties to the first), where it finds D1's
+    # 11 blocks (C waits one iteration: the token budget of 8,192 holds one such prompt)
+    ("least_outstanding", 4096, (0, 5632)),
+    ("prefix_aware", 1024, (1, 5632)),  # 5,120 cached tokens outweigh two requests at 1,024 each
+    ("prefix_aware", 4096, (0, 0)),  # ... but not two at 4,096 each: C goes to the idle replica
+])
+def test_prefix_aware_router_trades_cached_tokens_against_load(tmp_path, router, load_tokens, expected_c):
+    """Two replicas. At 0 s conversations A and B arrive (A to replica 0, B to replica 1:
+    equal scores, then the idle one); at 100 s, all done, three requests extending B's
+    11-block prompt (10 whole blocks cacheable: 5,120 tokens) arrive together: D1 and D2
+    go where B's prefix is (5,120 − load × 0, then 5,120 − load × 1 > 0), and C weighs
+    5,120 − 2 × load on replica 1 against 0 on the idle replica 0."""
+    b = list(range(100, 111))
+    rows = [_conv(0, list(range(11))), _conv(0, b), _conv(100_000, b + [201]), _conv(100_000, b + [202]),
+            _conv(100_000, b + [203])]
+    data = one_replica(write_trace(tmp_path, rows), 200, None, max_batch=8, replicas=2, router=router, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["load_tokens"] = load_tokens
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    assert got["replica"].tolist()[:2] == [0, 1]
+    if router == "prefix_aware":
+        assert got["replica"].tolist()[2:4] == [1, 1]
+        assert got["cached_tokens"].tolist()[2:4] == [5120, 5632]  # D2 prefills after D1: its 11 blocks
+    replica_c, cached_c = expected_c
+    assert (got["replica"].iloc[4], got["cached_tokens"].iloc[4]) == (replica_c, cached_c)
+
+
+# --- the host-memory tier ----------------------------------------------------------------
+def reference_two_tier(rows: list[dict], hbm: int, host: int) -> tuple[list[int], list[int]]:
+    """(cached tokens, of them from host memory) per request: :func:`reference_hits` with
+    HBM evictions demoted to a host LRU of ``host`` blocks (its oldest dropped when full),
+    and hits through host blocks promoting them back."""
+    fast: OrderedDict = OrderedDict()
+    slow: OrderedDict = OrderedDict()
+    cached, from_host = [], []
+    for r in rows:
+        ids, n = r["hash_ids"], max(r["input_length"], 1)
+        usable = min(len(ids), (n - 1) // BLOCK)
+        keys = [tuple(ids[: i + 1]) for i in range(usable)]
+        hit = 0
+        while hit < usable and (keys[hit] in fast or keys[hit] in slow):
+            hit += 1
+        cached.append(hit * BLOCK)
+        from_host.append(sum(k in slow for k in keys[:hit]) * BLOCK)
+        for k in keys:
+            fast.pop(k, None)
+            slow.pop(k, None)
+        while fast and len(fast) + usable > hbm:  # room for this request's blocks, oldest demoted
+            slow[fast.popitem(last=False)[0]] = None
+            if len(slow) > host:
+                slow.popitem(last=False)
+        for k in reversed(keys):
+            fast[k] = None
+    return cached, from_host
+
+
+@pytest.mark.parametrize(("hbm", "host", "host_hits"), [(400, 4000, True), (250, 500, False)])
+def test_one_replica_reproduces_the_two_tier_reference_on_mooncake(hbm, host, host_hits):
+    """First 60 s of the Mooncake trace, HBM bounded by ``capacity_blocks``, a host tier of
+    ``host_blocks``: cached tokens and those from host memory per request are the
+    reference's. The reuse here is far apart: a host tier of 4,000 blocks recovers every
+    hit of the infinite cache (103,936 tokens against 82,432 for HBM alone; 21,504 from
+    host memory), one of 500 none."""
+    rows = raw_rows(MOONCAKE, 60_000)
+    cached, from_host = reference_two_tier(rows, hbm, host)
+    data = one_replica(MOONCAKE, 60, hbm)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = host
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    np.testing.assert_array_equal(got["cached_tokens"].to_numpy(), cached)
+    np.testing.assert_array_equal(got["host_cached_tokens"].to_numpy(), from_host)
+    assert (sum(from_host) > 0) == host_hits
+    assert sum(reference_hits(rows, hbm)) <= sum(cached) <= sum(reference_hits(rows, None))
+
+
+def test_a_host_hit_pays_its_copy_over_the_host_link(tmp_path):
+    """Llama-3.1-8B FP8 on one H100 (TP1), HBM capped at 22 cached blocks, host tier on:
+    A (20 whole blocks) then B (20 others) demote A's last 18 blocks to host memory; C, A's
+    20 blocks and 1 new token, hits all 20, 18 from host. Its one-token prefill over 10,240
+    cached tokens is shorter than copying 18 x 512 tokens x 65,536 B (2 x 32 layers x 8 KV
+    heads x 128 x 1 B) over the PCIe Gen5 x16 link's 55.43 GB/s (storage_tiers.csv
+    host-pcie5-x16), so C's TTFT is that copy: 9,216 x 65,536 / 55.43e9 s."""
+    x, y = list(range(21)), list(range(100, 121))
+    rows = [_conv(0, x), _conv(50_000, y), {"timestamp": 100_000, "input_length": 20 * BLOCK + 1,
+                                            "output_length": 5, "hash_ids": x[:20] + [999]}]
+    data = one_replica(write_trace(tmp_path, rows), 120, 22, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = 100
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    c = got.iloc[2]
+    assert (c["cached_tokens"], c["host_cached_tokens"]) == (10_240, 9216)
+    assert c["ttft_s"] == pytest.approx(9216 * 65_536 / 55.43e9, rel=1e-9)
