@@ -444,7 +444,11 @@ def validate(
         out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         started = time.perf_counter()
-        result = run_validation(list(data or DEFAULT_CALIBRATION_DATA), fit=fit, server=server, compare_rules=compare_rules)
+        def progress(stage: str) -> None:
+            note(f"[{time.perf_counter() - started:5.1f} s] {stage}", quiet)
+
+        result = run_validation(list(data or DEFAULT_CALIBRATION_DATA), fit=fit, server=server,
+                                compare_rules=compare_rules, progress=progress)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         for path in write_outputs(result, out):
             note(f"wrote {path}", quiet)

@@ -467,7 +467,7 @@ def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, hea
             else:
                 write_file_atomic(point_path(out_dir, outcome.point_id),
                                   lambda p, r=outcome.rows: write_parquet(r, p), cleanup=False)
-            bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
+            bar.set_postfix_str(f"{len(errors)} failed", refresh=False)  # tqdm adds the ", "
             bar.update(1)
 
     with bar:

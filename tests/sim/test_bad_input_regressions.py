@@ -760,3 +760,20 @@ def test_spawned_workers_do_not_print_interrupted(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
+
+
+def test_slo_target_refused_in_the_users_units(tmp_path):
+    """Issue 28: 150% was refused as "≤ 1 (got 1.5)"; the message must say it is a
+    fraction and what 1.5 means in percent."""
+    chat = next(iter(BASE["workloads"]))
+    err = refused(tmp_path, with_(("workloads", chat, "slo", "target"), 1.5), f"workloads.{chat}.slo.target",
+                  "a fraction of requests in (0, 1]", "1.5 is 150%", "'99%'")
+    assert "less than or equal" not in err
+    refused(tmp_path, with_(("workloads", chat, "slo", "target"), "150%"), "1.5 is 150%")
+    refused(tmp_path, with_(("workloads", chat, "slo", "target"), 0), "0 is 0%")
+
+
+def test_slo_target_as_a_percent_string_is_the_fraction():
+    from sim.workloads.base import SLO
+
+    assert SLO(target="99.5%").target == 0.995 and SLO(target=0.9).target == 0.9
