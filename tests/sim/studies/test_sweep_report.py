@@ -112,3 +112,18 @@ def test_a_qualifying_fleet_is_ranked_when_the_others_fail():
     flags = pareto_flags(table, [RATE])
     # all-h100 is the only qualifying fleet: alone (so on the front) in each workload group
     assert table.loc[flags, "fleet"].tolist() == ["all-h100", "all-h100"]
+
+
+def test_progress_line_reads_done_then_failed():
+    """Issue 28: the line read "1/48 done, , 0 failed" (a ", " of ours before tqdm's)."""
+    import io
+
+    from sim.studies.sweep import count_failed, progress_bar
+
+    out = io.StringIO()
+    bar = progress_bar(48, file=out)
+    count_failed(bar, 0)
+    bar.update(1)
+    line = str(bar)
+    bar.close()
+    assert line.startswith("sweep: 1/48 done, 0 failed [") and ", ," not in line
