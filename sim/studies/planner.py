@@ -601,7 +601,7 @@ def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanRe
         for name, wl in demand.items():
             warm = None
             if spec.search.layouts:
-                spec_q, found, warm = search_layouts(spec_q, name, wl, budget, deadline)
+                spec_q, found, warm = search_layouts(spec_q, name, wl, budget, deadline, WorkloadSearch, pool_fields)
                 trials += found
             plans.append(plan_workload(spec_q, name, wl, budget, warm))
         q = _quarter(spec_q, label, demand, plans)

@@ -52,13 +52,10 @@ class LayoutTrial:
         return f"TP{self.tp}" + (f" EP{self.ep}" if self.ep > 1 else "") + f" {self.precision}"
 
 
-def layouts(spec, name: str, workload: dict, accelerator: str) -> list[dict]:
+def layouts(spec, name: str, workload: dict, accelerator: str, base: dict) -> list[dict]:
     """The (tp, ep, precision) field sets to try for ``workload`` on ``accelerator``, the
-    candidate's own first (see the module docstring); only the candidate's for a workload
-    that is not per-token."""
-    from sim.studies.planner import pool_fields
-
-    base = pool_fields(spec, name, accelerator)
+    candidate's own (``base``: its pool fields for this workload) first (see the module
+    docstring); only the candidate's for a workload that is not per-token."""
     own = {"tp": int(base.get("tp", 1)), "ep": int(base.get("ep", 1)), "precision": base.get("precision", "fp8")}
     if not kind_of(workload.get("kind", "")).per_token:
         return [own]
@@ -93,20 +90,20 @@ def with_layout(spec, name: str, accelerator: str, layout: dict):
     return spec.model_copy(update={"candidates": candidates})
 
 
-def search_layouts(spec, name: str, workload: dict, budget: list[int], deadline: float):
+def search_layouts(spec, name: str, workload: dict, budget: list[int], deadline: float, make_search, pool_fields):
     """(spec with each chip's cheapest passing layout for ``name``, every trial, the
     searches of the chosen layouts by chip). A chip with no passing layout keeps its
-    candidate layout. ``deadline`` is a :func:`time.monotonic` instant."""
-    from sim.studies.planner import WorkloadSearch
-
+    candidate layout. ``deadline`` is a :func:`time.monotonic` instant; ``make_search``
+    is :class:`sim.studies.planner.WorkloadSearch` and ``pool_fields``
+    :func:`sim.studies.planner.pool_fields` (passed in: the planner imports this module)."""
     trials: list[LayoutTrial] = []
-    chosen: dict[str, tuple[float, dict, WorkloadSearch]] = {}
+    chosen: dict[str, tuple] = {}
     for cand in spec.candidates:
         acc = cand.accelerator
-        for layout in layouts(spec, name, workload, acc):
+        for layout in layouts(spec, name, workload, acc, pool_fields(spec, name, acc)):
             trial_spec = with_layout(spec, name, acc, layout)
             t = dict(workload=name, accelerator=acc, tp=layout["tp"], ep=layout["ep"], precision=layout["precision"])
-            search = WorkloadSearch(trial_spec, name, workload, budget)
+            search = make_search(trial_spec, name, workload, budget)
             if acc not in search.types:
                 trials.append(LayoutTrial(**t, replicas=None, cost_usd_per_hour=math.nan, outcome="cannot_hold",
                                           why=search.dropped.get(acc, "does not fit")))

@@ -702,10 +702,17 @@ def test_grid_over_seed_keeps_its_seeds(tmp_path):
 def test_plan_candidate_that_cannot_hold_a_workload_is_explained(tmp_path):
     """A tp 3 candidate used to vanish from the plan without a word."""
     path = tmp_path / "p.yaml"
-    path.write_text(_plan(candidates=[{"accelerator": "h100-sxm", "tp": 3}, {"accelerator": "b200"}], headroom=False))
+    candidates = [{"accelerator": "h100-sxm", "tp": 3}, {"accelerator": "b200"}]
+    path.write_text(_plan(candidates=candidates, headroom=False, search={"max_replicas_per_type": 2, "layouts": False}))
     code, stdout, stderr = dcsim(["plan", path, "-q"])
     assert code == 0, stderr
     assert "not a candidate for chat: h100-sxm" in stdout and "tp=3 does not divide" in stdout
+    # with the layout search (issue 28) the tp 3 layout is listed with its reason among the layouts tried
+    path.write_text(_plan(candidates=candidates, headroom=False))
+    code, stdout, stderr = dcsim(["plan", path, "-q"])
+    assert code == 0, stderr
+    flat = " ".join(stdout.split())
+    assert "h100-sxm TP3 fp8: " in flat and "tp=3 does not divide" in flat
 
 
 def test_year_0001_timestamp_refused(tmp_path):

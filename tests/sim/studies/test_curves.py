@@ -55,7 +55,7 @@ def test_cli_writes_the_table_csv_and_chart(tmp_path):
                                    "--tpot-slo-ms", "50", "--out", str(tmp_path / "c")])
     assert res.exit_code == 0, res.output
     assert "h200" in res.output and "mi300x" in res.output and "tok/s per GPU (band)" in res.output
-    assert all(len(line) <= 120 for line in res.output.splitlines())
+    assert all(len(line) <= 120 for line in res.output.splitlines() if not line.startswith("dcsim: "))  # not the notes
     assert (tmp_path / "c" / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert {"h200", "mi300x"} == {r["accelerator"] for r in csv.DictReader(open(tmp_path / "c" / "curves.csv"))}
 

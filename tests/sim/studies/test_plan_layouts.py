@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sim.studies.planner import PlanSpec, WorkloadPlan
+from sim.studies.planner import PlanSpec, WorkloadPlan, pool_fields
 from sim.studies.planner_layouts import LayoutTrial, layouts, with_layout
 from sim.studies.planner_report import layouts_text
 
@@ -24,14 +24,17 @@ def spec(**candidate) -> PlanSpec:
 
 def test_a_dense_llm_is_tried_at_every_power_of_two_tp_in_a_node_own_layout_first():
     # Llama-3-70B: 64 attention heads; MI300X: 8 per node -> TP 1, 2, 4, 8; dense: EP 1 only
-    got = layouts(spec(tp=2), "chat", CHAT, "mi300x")
+    s = spec(tp=2)
+    got = layouts(s, "chat", CHAT, "mi300x", pool_fields(s, "chat", "mi300x"))
     assert [(o["tp"], o["ep"], o["precision"]) for o in got] == [(2, 1, "fp8"), (1, 1, "fp8"), (4, 1, "fp8"), (8, 1, "fp8")]
 
 
 def test_listed_precisions_multiply_the_layouts_and_non_token_workloads_keep_theirs():
-    got = layouts(spec(precisions=["fp8", "bf16"]), "chat", CHAT, "mi300x")
+    s = spec(precisions=["fp8", "bf16"])
+    got = layouts(s, "chat", CHAT, "mi300x", pool_fields(s, "chat", "mi300x"))
     assert len(got) == 8 and {o["precision"] for o in got} == {"fp8", "bf16"}
-    assert layouts(spec(), "image", IMAGE, "mi300x") == [{"tp": 1, "ep": 1, "precision": "fp8"}]
+    assert layouts(s, "image", IMAGE, "mi300x", pool_fields(s, "image", "mi300x")) == [
+        {"tp": 1, "ep": 1, "precision": "fp8"}]
 
 
 def test_with_layout_sets_the_workloads_pool_fields_only():
