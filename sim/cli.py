@@ -396,6 +396,49 @@ def plan(
     typer.echo(plan_text(result), nl=False)
 
 
+@app.command()
+def curves(
+    model: str = typer.Option(..., "--model", help="model key from `dcsim catalog`, e.g. llama-3.1-70b"),
+    chips: str = typer.Option("h100-sxm,h200,b200,mi300x", "--chips", help="comma-separated accelerator keys"),
+    prompt_tokens: int = typer.Option(1024, "--prompt-tokens", min=1, max=1_000_000, help="prompt (input) tokens per request"),
+    output_tokens: int = typer.Option(1024, "--output-tokens", min=1, max=1_000_000, help="output tokens per request"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16 | fp8 | fp4 (default: fp8 where the chip has it, else bf16)"),
+    tp: Optional[int] = typer.Option(None, "--tp", min=1, max=64, help="keep one TP size (default: every allowed TP/EP)"),
+    max_gpus: int = typer.Option(8, "--max-gpus", min=1, max=64, help="largest replica (GPUs) to consider"),
+    tpot_slo_ms: Optional[float] = typer.Option(None, "--tpot-slo-ms", min=0.1, max=1e5, help="mark the SLO region: TPOT at most this, ms"),
+    utilisation: float = typer.Option(0.7, "--utilisation", min=0.01, max=1.0, help="share of time at the curve's throughput, for tokens per MW (0.01..1)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="write curves.csv, frontier.csv and curves.png to DIR"),
+    force: bool = FORCE,
+) -> None:
+    """Capacity curves: tokens/s per GPU and $/1M tokens vs tokens/s per user, per chip."""
+    from fleets.catalog_io import load_catalog
+    from sim.results.export import check_writable, write_csv, write_file_atomic
+    from sim.results.outputs import output_dir
+    from sim.studies.curves import curves_table, frontier, summary_at_speeds
+    from sim.studies.curves_report import SPEEDS, curves_png, curves_text
+
+    with user_errors():
+        if out is not None:
+            out = output_dir(out, "--out", force=force)
+            check_writable(out, "--out", replace=False)
+        keys = [c.strip() for c in chips.split(",") if c.strip()]
+        tpot_s = None if tpot_slo_ms is None else tpot_slo_ms / 1e3
+        table_ = curves_table(load_catalog(), model, keys, prompt_tokens, output_tokens, precision=precision, tp=tp,
+                              max_gpus=max_gpus, tpot_slo_s=tpot_s, utilisation=utilisation)
+        front = frontier(table_)
+        if out is not None:
+            from sim.results.export import claim_dir
+
+            claim_dir(out, "curves")
+            write_file_atomic(out / "curves.csv", lambda p: write_csv(table_, p))
+            write_file_atomic(out / "frontier.csv", lambda p: write_csv(front, p))
+            title = f"{model}: {prompt_tokens} in / {output_tokens} out"
+            write_file_atomic(out / "curves.png", lambda p: curves_png(table_, front, p, title, tpot_s))
+            note(f"wrote {out / 'curves.csv'}, frontier.csv and curves.png")
+    typer.echo(curves_text(summary_at_speeds(table_, list(SPEEDS)), model, prompt_tokens, output_tokens,
+                           utilisation, tpot_s), nl=False)
+
+
 # --- report (HTML) ------------------------------------------------------------------
 
 @app.command()
@@ -444,7 +487,11 @@ def validate(
         out = output_dir(out, "--out", force=force)
         check_writable(out, "--out", replace=False)
         started = time.perf_counter()
-        result = run_validation(list(data or DEFAULT_CALIBRATION_DATA), fit=fit, server=server, compare_rules=compare_rules)
+        def progress(stage: str) -> None:
+            note(f"[{time.perf_counter() - started:5.1f} s] {stage}", quiet)
+
+        result = run_validation(list(data or DEFAULT_CALIBRATION_DATA), fit=fit, server=server,
+                                compare_rules=compare_rules, progress=progress)
         note(f"validated {len(result.points)} point(s) in {time.perf_counter() - started:.1f} s wall time", quiet)
         for path in write_outputs(result, out):
             note(f"wrote {path}", quiet)

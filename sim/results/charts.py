@@ -20,6 +20,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from fleets.catalog import perf_band
+from sim.results.qualify import fleet_qualifying_rows
 from sim.results.report_text import MISSING, human, percent, rejections, seconds, usd
 from sim.scenario import split_serves
 from sim.workloads import KINDS
@@ -520,9 +521,14 @@ def pareto_front(sweep: pd.DataFrame, workload: str, latency: str | None = None,
         fig.add_trace(go.Scatter(x=fg[x_col] / scale, y=fg[y_col], mode="markers", name=str(fleet),
                                  marker=dict(color=colors.get(fleet), size=9), text=hover,
                                  hovertemplate=f"{fleet}<br>%{{x:.3~g}} {unit}, $%{{y:.3~g}}/request<br>%{{text}}<extra></extra>"))
-    # one front per set of swept values (never across load levels), without fleets at 0% SLO met
-    att = metric_column(g, "slo_attainment") if any(c.startswith("slo_attainment") for c in g) else None
-    met = g if att is None else g[g[att].fillna(0) > 0]
+    # one front per set of swept values (never across load levels), among fleets that qualify there
+    # (every workload meets its SLO target, no unstable seed): the rule of the printed Pareto flag
+    if "slo_attainment_mean" in sweep.columns:
+        ok, _ = fleet_qualifying_rows(sweep, params)
+        met = g[ok.loc[g.index]]
+    else:
+        att = metric_column(g, "slo_attainment") if any(c.startswith("slo_attainment") for c in g) else None
+        met = g if att is None else g[g[att].fillna(0) > 0]
     for i, (_, pg) in enumerate(met.groupby(params, sort=False, dropna=False) if params else [((), met)]):
         front = pg[pareto_mask(pg[y_col].to_numpy(), pg[x_col].to_numpy())].sort_values(x_col)
         fig.add_trace(go.Scatter(x=front[x_col] / scale, y=front[y_col], mode="lines", name="Pareto front",

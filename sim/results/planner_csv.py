@@ -23,6 +23,10 @@ Columns (units in the names; plain numbers, no currency strings):
   the same costs owned and rented (``w_cost_per_request_own_usd``,
   ``w_cost_per_request_rent_usd``, ``w_cost_per_1m_output_tokens_{own,rent}_usd``) and
   IT energy ``w_energy_per_request_j`` and ``w_energy_per_output_token_j``.
+- ``qualifies``: every workload meets its SLO target and is stable
+  (:func:`sim.results.qualify.fleet_verdicts`); only such rows may be ranked.
+  ``not_qualified_reason``: which workload, attainment vs target and by how much, or
+  "unstable" ("" when it qualifies).
 - ``headroom_load_multiplier``: the largest multiplier m of every workload's arrival
   rate (all scaled together) at which every workload still meets its SLO target (and the
   run stays stable), found by re-simulating the fleet with the same seed: doubling from
@@ -47,6 +51,7 @@ from typing import Any
 import pandas as pd
 
 from fleets.catalog_io import load_catalog
+from sim.results.qualify import fleet_verdicts, row_verdict
 from sim.results.tables import Results
 
 MONTHS_PER_YEAR = 12
@@ -63,12 +68,9 @@ WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "sl
 
 def workload_status(row) -> str:
     """``unstable`` (backlog growing or requests left after the drain: the tails are lower
-    bounds), ``slo_missed`` (attainment below target) or ``ok``, from a summary row."""
-    if bool(row.get("unstable", False)):
-        return "unstable"
-    if float(row["slo_attainment"]) < float(row["slo_target"]):
-        return "slo_missed"
-    return "ok"
+    bounds), ``slo_missed`` (attainment below target) or ``ok``, from a summary row
+    (the rule is :func:`sim.results.qualify.row_verdict`)."""
+    return row_verdict(row).status
 
 
 def accelerator_column(accelerator: str) -> str:
@@ -125,6 +127,9 @@ def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
             if metric in w:
                 row[f"{w['workload']}_{metric}"] = float(w[metric])
         row[f"{w['workload']}_status"] = workload_status(w)
+    verdict = fleet_verdicts(g.assign(fleet="_"))["_"]
+    row["qualifies"] = verdict.qualifies
+    row["not_qualified_reason"] = verdict.reason
     band = load_catalog().band_pct(json.loads(first["accelerators_by_type_json"]))
     row["perf_band_pct"] = math.nan if band is None else band
     row["headroom_load_multiplier"] = headroom

@@ -8,10 +8,12 @@ converted from SI (seconds, USD, W, fractions) to display units only here.
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Iterable, Sequence
 
 import pandas as pd
 
+from sim.results.qualify import SLO_MISSED, UNSTABLE, fleet_verdicts, row_verdict
 from sim.results.tables import Results
 from sim.workloads import kind_of
 
@@ -141,16 +143,16 @@ def _has_metric(g: pd.DataFrame, metric: str, kind: str) -> bool:
 
 
 def _status(row: pd.Series) -> str:
-    if row["unstable"]:
+    """The status cell; which rows count as failed is :func:`sim.results.qualify.row_verdict`."""
+    verdict = row_verdict(row)
+    if verdict.status == UNSTABLE:
         parts = []
         if "backlog_growing" in str(row.get("unstable_reason", "")):
             parts.append(f"backlog +{human(row['backlog_slope_per_s'])}/s")
         if row["in_flight"]:
             parts.append(f"{int(row['in_flight'])} in flight")
         return f"UNSTABLE ({', '.join(parts)})"
-    if not _missing(row["slo_attainment"]) and row["slo_attainment"] < row["slo_target"]:
-        return "SLO missed"
-    return "ok"
+    return "SLO missed" if verdict.status == SLO_MISSED else "ok"
 
 
 REASON_LABELS = {"exceeds_max_context": "context", "exceeds_kv_capacity": "KV", "exceeds_memory": "memory",
@@ -362,9 +364,32 @@ def run_report(results: Results, width: int | None = DEFAULT_WIDTH) -> str:
     for _, fleet in results.fleets.iterrows():
         parts.append(fleet_table(fleet, results.pools[results.pools["fleet"] == fleet["fleet"]],
                                  sc.economics.ownership, width))
+    if "workload" in summary.columns and not summary.empty and results.fleets.shape[0] > 1:
+        parts.append(ranking_text(summary, width))
     if results.operations is not None:
         parts.append(operations_table(results.operations))
     return "\n\n".join(parts) + "\n"
+
+
+def ranking_text(summary: pd.DataFrame, width: int | None = DEFAULT_WIDTH) -> str:
+    """Per workload, the fleets ranked by $/request, only those that qualify
+    (:func:`sim.results.qualify.fleet_verdicts`: every workload meets its SLO target and
+    the backlog is stable); the others listed after them as "not ranked" with the reason,
+    wrapped to ``width``."""
+    verdicts = fleet_verdicts(summary)
+    lines = ["Ranking by $/request: only fleets meeting every SLO target with a stable backlog"]
+    indent = " " * 6
+    for name, g in summary.groupby("workload", sort=False):
+        lines.append(f"  {name}")
+        ok = g[g["fleet"].map(lambda f: verdicts[str(f)].qualifies)].sort_values("cost_per_request_usd", kind="stable")
+        for rank, (_, r) in enumerate(ok.iterrows(), 1):
+            lines.append(f"    {rank}. {r['fleet']}  {usd(r['cost_per_request_usd'])}")
+        for _, r in g[~g.index.isin(ok.index)].iterrows():
+            text = f"    -  {r['fleet']}  not ranked: {verdicts[str(r['fleet'])].reason}"
+            lines += textwrap.wrap(text, width, subsequent_indent=indent) if width else [text]
+        if ok.empty:
+            lines.append("    (no fleet qualifies)")
+    return "\n".join(lines)
 
 
 def operations_table(ops: pd.DataFrame) -> str:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Callable, Literal
@@ -81,6 +82,8 @@ class Candidate(_Strict):
     price_usd: float | None = Field(None, ge=0, le=1e9, description="override the catalog price per accelerator")
     tp: int = Field(1, ge=1, le=4096)
     precision: Literal["bf16", "fp8", "fp4"] = "fp8"
+    precisions: list[Literal["bf16", "fp8", "fp4"]] | None = Field(
+        None, max_length=3, description="precisions the layout search may use (default: just `precision`)")
     layouts: dict[str, dict] = Field(default_factory=dict, description="per-workload pool fields")
 
 
@@ -110,6 +113,10 @@ class Search(_Strict):
     max_simulations: int = Field(400, ge=1, le=100_000)
     mixes: bool = Field(True, description="consider heterogeneous mixes, not only single types")
     seeds: int = Field(1, ge=1, le=100, description="a candidate must meet the SLOs with seeds seed .. seed+n-1")
+    layouts: bool = Field(True, description="search TP (and EP, precision) per chip, not only replicas "
+                                            "(sim/studies/planner_layouts.py)")
+    time_budget_s: float = Field(900.0, gt=0, le=86_400, description="wall time after which no further layout "
+                                                                        "is tried (the replica search of one runs on)")
 
 
 class SplitSides(_Strict):
@@ -488,6 +495,7 @@ class QuarterPlan:
     scenario: Scenario | None = None
     planner: pd.DataFrame = field(default_factory=pd.DataFrame)
     verified: pd.DataFrame = field(default_factory=pd.DataFrame)
+    layout_trials: list = field(default_factory=list)  # sim.studies.planner_layouts.LayoutTrial
 
     @property
     def plan(self) -> dict[str, Counts]:
@@ -523,9 +531,13 @@ def scaled_demand(spec: PlanSpec, quarter: Quarter | None) -> dict[str, dict]:
     return demand
 
 
-def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int]) -> WorkloadPlan:
-    """Cheapest pools for one workload (raises UserError when no type can meet it)."""
+def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int],
+                  warm: dict[str, "WorkloadSearch"] | None = None) -> WorkloadPlan:
+    """Cheapest pools for one workload (raises UserError when no type can meet it).
+    ``warm``: per chip, a search at the same layout whose single-type results are reused."""
     search = WorkloadSearch(spec, name, workload, budget)
+    for acc, done in (warm or {}).items():
+        search.cache.update({k: v for k, v in done.cache.items() if len(k) == 1 and k[0][0] == acc})
     if not search.types:
         reasons = "; ".join(f"{acc}: {why}" for acc, why in search.dropped.items())
         raise UserError(f"plan: no candidate accelerator can hold workload '{name}': {reasons}")
@@ -577,13 +589,23 @@ def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str, r
 
 def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanResult:
     """Plan every quarter (or the demand as given), then verify each plan by simulation."""
+    from sim.studies.planner_layouts import search_layouts
+
     budget = [spec.search.max_simulations]
     quarters = []
+    deadline = time.monotonic() + spec.search.time_budget_s
     for quarter in spec.growth or [None]:
         label = quarter.quarter if quarter else f"week{spec.horizon_weeks:g}" if spec.horizon_weeks else "now"
         demand = scaled_demand(spec, quarter)
-        plans = [plan_workload(spec, name, wl, budget) for name, wl in demand.items()]
-        q = _quarter(spec, label, demand, plans)
+        spec_q, trials, plans = spec, [], []
+        for name, wl in demand.items():
+            warm = None
+            if spec.search.layouts:
+                spec_q, found, warm = search_layouts(spec_q, name, wl, budget, deadline, WorkloadSearch, pool_fields)
+                trials += found
+            plans.append(plan_workload(spec_q, name, wl, budget, warm))
+        q = _quarter(spec_q, label, demand, plans)
+        q.layout_trials = trials
         if log:
             log(f"{label}: planned {len(plans)} workload(s); verifying with seed {_verify_seed(spec)}")
         quarters.append(q)

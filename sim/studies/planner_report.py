@@ -7,7 +7,9 @@ whatever the number of candidates."""
 
 from __future__ import annotations
 
-from sim.results.report_text import MISSING, table
+import textwrap
+
+from sim.results.report_text import DEFAULT_WIDTH, MISSING, table
 from sim.studies.planner import PlanResult, QuarterPlan, WorkloadPlan
 
 
@@ -69,6 +71,40 @@ def options_table(q: QuarterPlan) -> str:
     return table(headers, rows, right=[False, True, False, True, True, False, True, False])
 
 
+def _chip_verdict(acc: str, trials: list, w: WorkloadPlan, winner_cost: float) -> tuple[str, str, str, str, str]:
+    """(chip, cheapest passing layout, replicas, $/hour, result) for one chip's trials."""
+    passing = [t for t in trials if t.outcome == "meets"]
+    if passing:
+        best = min(passing, key=lambda t: t.cost_usd_per_hour)
+        won = w.mix == {acc: w.singles.get(acc)}
+        more = best.cost_usd_per_hour - winner_cost
+        result = "winner" if won else (f"lost on cost: +{_usd(more)}/hour (+{more / winner_cost:.0%})"
+                                       if winner_cost > 0 else "lost on cost")
+        return acc, best.layout, str(best.replicas), _usd(best.cost_usd_per_hour), result
+    if trials and all(t.outcome == "cannot_hold" for t in trials):
+        return acc, MISSING, MISSING, MISSING, f"cannot hold the model: {trials[0].why}"
+    missed = [t for t in trials if t.outcome == "slo_missed"]
+    why = (f"SLO missed at max replicas in {len(missed)} layout(s) ({', '.join(t.layout for t in missed)})"
+           if missed else "no layout searched (budget)")
+    untried = [t for t in trials if t.outcome == "budget"]
+    if untried:
+        why += f"; {len(untried)} layout(s) not tried (budget)"
+    return acc, MISSING, MISSING, MISSING, why
+
+
+def layouts_text(w: WorkloadPlan, trials: list) -> str:
+    """Per chip: the cheapest layout (TP, EP, precision) meeting the SLO, its replicas and
+    full-load $/hour, and the winner or why the chip lost; then every trial in one line."""
+    winner_cost = w.mix_cost_usd_per_hour
+    chips = list(dict.fromkeys(t.accelerator for t in trials))
+    rows = [_chip_verdict(acc, [t for t in trials if t.accelerator == acc], w, winner_cost) for acc in chips]
+    tried = "; ".join(f"{t.accelerator} {t.layout}: {t.why}" for t in trials)
+    head = f"{w.name}: layout search per chip (TP, EP, precision; then the fewest replicas meeting the SLO)"
+    body = table(["chip", "cheapest layout meeting SLO", "replicas", "$/hour full load", "result"], rows,
+                 right=[False, False, True, True, False])
+    return "\n".join([head, body, *textwrap.wrap(f"tried: {tried}", DEFAULT_WIDTH - 2, subsequent_indent="  ")])
+
+
 def _counts_of(w: WorkloadPlan, counts: dict) -> str:
     return " + ".join(f"{key.split(':')[0]} {replicas(n, w.per_replica.get(key, 1), key.split(':')[-1])}"
                       for key, n in counts.items())
@@ -100,6 +136,10 @@ def quarter_text(q: QuarterPlan) -> str:
         for acc, why in w.dropped.items():
             lines.append(f"    not a candidate for {w.name}: {acc}: {why}")
     lines.append(_indent(options_table(q)))
+    for w in q.workloads:
+        trials = [t for t in q.layout_trials if t.workload == w.name]
+        if trials:
+            lines.append(_indent(layouts_text(w, trials)))
     table_ = q.planner.set_index("fleet")
     plan = table_.loc["plan"]
     lines.append(
@@ -144,5 +184,8 @@ def plan_text(result: PlanResult) -> str:
             "lower bound: ceil(rate × fewest busy replica-seconds per request at best-case performance); no fewer "
             "replicas keep up with the mean rate\n"
             "roofline estimate: ceil(rate / analytic per-replica capacity), where the search starts; "
-            "the simulated minimum can be lower or higher")
+            "the simulated minimum can be lower or higher"
+            + (f"\nlayout search: TP/EP/precision per chip within a time budget of {result.spec.search.time_budget_s:g} s "
+               "(search.time_budget_s) and the simulation budget; layouts left untried are listed as such"
+               if result.spec.search.layouts else ""))
     return "\n\n".join([head, *(quarter_text(q) for q in result.quarters)]) + "\n"

@@ -454,12 +454,24 @@ def _lacks_headroom(out_dir: Path, point: Point) -> bool:
     return path.exists() and "headroom_load_multiplier" not in pd.read_parquet(path).columns
 
 
+def progress_bar(total: int, file=None) -> tqdm:
+    """The sweep's progress line on stderr (off when it is not a terminal, unless ``file``
+    is given): "sweep: 1/48 done, 0 failed [..]" once :func:`count_failed` has run."""
+    file = file or sys.stderr
+    return tqdm(total=total, desc="sweep", unit="pt", file=file, disable=file is sys.stderr and not file.isatty(),
+                dynamic_ncols=True, bar_format="{desc}: {n}/{total} done{postfix} [{elapsed}<{remaining}]")
+
+
+def count_failed(bar: tqdm, failed: int) -> None:
+    """Show ``failed`` on ``bar`` (tqdm puts the ", " before a postfix itself)."""
+    bar.set_postfix_str(f"{failed} failed", refresh=False)
+
+
 def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, headroom) -> dict[str, str]:
     errors: dict[str, str] = {}
     if not todo:
         return errors
-    bar = tqdm(total=len(todo), desc="sweep", unit="pt", file=sys.stderr, disable=not sys.stderr.isatty(),
-               dynamic_ncols=True, bar_format="{desc}: {n}/{total} done{postfix} [{elapsed}<{remaining}]")
+    bar = progress_bar(len(todo))
     def record(outcomes: list[PointOutcome]) -> None:
         for outcome in outcomes:
             if outcome.rows is None:
@@ -467,7 +479,7 @@ def _run_points(spec: SweepSpec, todo: list[Point], out_dir: Path, executor, hea
             else:
                 write_file_atomic(point_path(out_dir, outcome.point_id),
                                   lambda p, r=outcome.rows: write_parquet(r, p), cleanup=False)
-            bar.set_postfix_str(f", {len(errors)} failed", refresh=False)
+            count_failed(bar, len(errors))
             bar.update(1)
 
     with bar:

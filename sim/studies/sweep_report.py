@@ -4,18 +4,22 @@ and whether the row is on its Pareto front.
 
 The Pareto front (lower $/request and lower p99 latency: TTFT for token workloads, E2E
 for the others, :func:`sim.results.charts.pareto_latency`, as on the Pareto chart) is
-taken among the fleets of one workload at one set of swept values, so it never mixes load levels, and a fleet
-that met no request's SLO (attainment 0) is left out of it."""
+taken among the fleets of one workload at one set of swept values, so it never mixes load levels, and
+only among fleets that qualify there (:func:`sim.results.qualify.fleet_qualifying_rows`: every
+workload's mean SLO attainment at or above its target and no unstable seed); the others are marked
+"excluded (workload: reason)"."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import pandas as pd
 
 from sim.results.charts import pareto_latency, pareto_mask
-from sim.results.report_text import MISSING, percent, seconds, table, usd
+from sim.results.qualify import fleet_qualifying_rows
+from sim.results.report_text import DEFAULT_WIDTH, MISSING, percent, seconds, table, usd
 
 
 def _with_ci(row: pd.Series, metric: str, fmt) -> str:
@@ -28,10 +32,13 @@ def _with_ci(row: pd.Series, metric: str, fmt) -> str:
 
 def pareto_flags(table_: pd.DataFrame, fields: list[str]) -> pd.Series:
     """True for rows on the $/request × p99-latency front of their (swept values,
-    workload) group, among rows with SLO attainment above 0 (latency: :func:`pareto_latency`)."""
+    workload) group, among rows whose fleet qualifies (every workload meets its SLO target
+    on the mean with no unstable seed: :func:`sim.results.qualify.fleet_qualifying_rows`;
+    latency: :func:`pareto_latency`)."""
     flags = pd.Series(False, index=table_.index)
+    ok, _ = fleet_qualifying_rows(table_, fields)
     for _, g in table_.groupby([*fields, "workload"], sort=False, dropna=False):
-        g = g[g["slo_attainment_mean"].fillna(0) > 0]
+        g = g[ok.loc[g.index]]
         if g.empty:
             continue
         latency = np.array([r[f"{pareto_latency(r.get('kind'))}_mean"] for _, r in g.iterrows()], float)
@@ -50,6 +57,7 @@ def sweep_text(table_: pd.DataFrame, fields: list[str]) -> str:
     if table_.empty:
         return ""
     front = pareto_flags(table_, fields)
+    _, why = fleet_qualifying_rows(table_, fields)
     rows = []
     for i, r in table_.iterrows():
         metric = pareto_latency(r.get("kind"))
@@ -58,10 +66,11 @@ def sweep_text(table_: pd.DataFrame, fields: list[str]) -> str:
                      str(r["fleet"]), str(r["workload"]), seeds,
                      f"{'TTFT' if metric.startswith('ttft') else 'E2E'} {_with_ci(r, metric, seconds)}",
                      _with_ci(r, "slo_attainment", percent), _with_ci(r, "cost_per_request_usd", usd),
-                     "yes" if front[i] else ""])
+                     "yes" if front[i] else f"excluded ({why[i]})" if why[i] else ""])
     headers = [*_short(fields), "fleet", "workload", "seeds", "p99 latency mean [95% CI]",
                "SLO met [95% CI]", "$/request [95% CI]", "Pareto"]
     right = [True] * len(fields) + [False, False, True, False, True, True, False]
     note = ("95% CI across seeds: t interval on the log scale (never negative); Pareto: lowest $/request and p99 "
-            "latency among the fleets at the same swept values, fleets with 0% SLO met left out")
-    return table(headers, rows, right) + "\n" + note + "\n"
+            "latency among the fleets at the same swept values that meet every SLO target and are stable on every "
+            "seed; 'excluded' fleets are shown but never ranked")
+    return table(headers, rows, right) + "\n" + "\n".join(textwrap.wrap(note, DEFAULT_WIDTH)) + "\n"

@@ -34,6 +34,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -84,14 +85,18 @@ def _prediction_rows(points: list[Point], catalog: Catalog, group: str, fit: Fit
     return rows
 
 
-def leave_one_out(points: list[Point], catalog: Catalog, pooled: bool = False) -> pd.DataFrame:
+def leave_one_out(points: list[Point], catalog: Catalog, pooled: bool = False,
+                  progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """One row per Offline point of each chip with at least :data:`LOAO_MIN_POINTS` of them,
     predicted by a fit on every other chip (columns as :func:`summarize` expects, plus
     ``rule``: how the chip's η's were transferred)."""
     offline = [p for p in points if p.scenario == "Offline"]
     counts = pd.Series([p.accelerator for p in offline]).value_counts()
     rows = []
-    for chip in sorted(counts[counts >= LOAO_MIN_POINTS].index):
+    chips = sorted(counts[counts >= LOAO_MIN_POINTS].index)
+    for i, chip in enumerate(chips, 1):
+        if progress is not None:
+            progress(f"leave-one-accelerator-out{' (pooled rule)' if pooled else ''}: {chip} ({i}/{len(chips)})")
         others = [p for p in offline if p.accelerator != chip]
         if not others:
             continue
@@ -280,13 +285,15 @@ def split_unsimulated(points: list[Point], unexpressed: pd.DataFrame) -> tuple[l
 
 
 def validate(data_path, catalog: Catalog | None = None, fit: bool = True, server: bool = True,
-             compare_rules: bool = False) -> Validation:
+             compare_rules: bool = False, progress: Callable[[str], None] | None = None) -> Validation:
     """In-sample fit, leave-one-accelerator-out table, bands and predictions of every point.
 
     ``data_path``: one results CSV or a sequence of them. ``fit=False`` predicts every
     point with ``catalog`` as shipped (no fit, no LOAO); ``server=False`` skips the
     Server and Interactive points (each costs a bisection over exact-engine runs);
     ``compare_rules`` also cross-validates the pooled transfer rule (ignore the vendor).
+    ``progress``, when given, is called with a one-line description as each stage starts
+    (the fit, each held-out chip, the predictions), so a caller can show that work goes on.
 
     Raises:
         UserError: a data file is missing or malformed.
@@ -301,15 +308,21 @@ def validate(data_path, catalog: Catalog | None = None, fit: bool = True, server
     if fit and not any(p.scenario == "Offline" for p in points):
         raise UserError(f"{data_path}: no Offline point dcsim can express, so there is nothing to fit; "
                         f"pass --no-fit to predict the points with the shipped catalog")
+    say = progress or (lambda _msg: None)
+    servers = sum(p.scenario in ("Server", "Interactive") for p in chosen)
+    predicting = f"predicting {len(chosen)} point(s) ({servers} Server/Interactive by bisection over engine runs)"
     if not fit:
+        say(predicting)
         table = pd.DataFrame(_prediction_rows(chosen, catalog, "shipped catalog"))
         return Validation(table, pd.DataFrame(), unexpressed, summarize(table), pd.DataFrame(), pd.DataFrame())
+    say(f"fitting the efficiency model on {sum(p.scenario == 'Offline' for p in points)} Offline point(s)")
     fitted = fit_model(points, catalog)
-    loao_points = leave_one_out(points, catalog)
+    loao_points = leave_one_out(points, catalog, progress=progress)
     if compare_rules:
-        pooled = leave_one_out(points, catalog, pooled=True)
+        pooled = leave_one_out(points, catalog, pooled=True, progress=progress)
         if not pooled.empty:
             loao_points = pd.concat([loao_points, pooled.assign(group="leave-one-accelerator-out (pooled rule)")])
+    say(predicting)
     table = pd.DataFrame(_prediction_rows(chosen, catalog, "in-sample", fitted))
     if not table.empty:  # Server, Interactive and SingleStream points are predicted with the Offline fit
         table.loc[table["scenario"] != "Offline", "group"] = "predicted (" + table["scenario"] + ", not fitted)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traffic.arrivals import ArrivalProcess as Arrival
 from traffic.distributions import MAX_SAMPLED_TOKENS
@@ -40,7 +40,28 @@ class SLO(Strict):
     ttft_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="p-any bound on time to first token, s")
     tpot_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="bound on mean time per output token, s")
     e2e_s: float | None = Field(None, gt=0, le=MAX_SPAN_S, description="bound on end-to-end latency, s")
-    target: float = Field(0.99, gt=0, le=1, description="fraction of requests that must meet it")
+    target: float = Field(0.99, description="fraction of requests that must meet it, in (0, 1]; "
+                                            "'99%' is read as 0.99")
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _percent(cls, value):
+        """Accept '99%' (a percent string) as 0.99."""
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                return float(value.strip()[:-1]) / 100.0
+            except ValueError:
+                raise ValueError("a fraction in (0, 1] such as 0.99, or a percent such as '99%'") from None
+        return value
+
+    @field_validator("target")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        """Refuse a target outside (0, 1], in the user's units (percent as well as fraction)."""
+        if not 0 < value <= 1:
+            raise ValueError(f"a fraction of requests in (0, 1]: {value:g} is {value * 100:g}%; "
+                             f"for 99% write 0.99 or '99%'")
+        return value
 
 
 class WorkloadConfig(Strict):

@@ -702,10 +702,17 @@ def test_grid_over_seed_keeps_its_seeds(tmp_path):
 def test_plan_candidate_that_cannot_hold_a_workload_is_explained(tmp_path):
     """A tp 3 candidate used to vanish from the plan without a word."""
     path = tmp_path / "p.yaml"
-    path.write_text(_plan(candidates=[{"accelerator": "h100-sxm", "tp": 3}, {"accelerator": "b200"}], headroom=False))
+    candidates = [{"accelerator": "h100-sxm", "tp": 3}, {"accelerator": "b200"}]
+    path.write_text(_plan(candidates=candidates, headroom=False, search={"max_replicas_per_type": 2, "layouts": False}))
     code, stdout, stderr = dcsim(["plan", path, "-q"])
     assert code == 0, stderr
     assert "not a candidate for chat: h100-sxm" in stdout and "tp=3 does not divide" in stdout
+    # with the layout search (issue 28) the tp 3 layout is listed with its reason among the layouts tried
+    path.write_text(_plan(candidates=candidates, headroom=False))
+    code, stdout, stderr = dcsim(["plan", path, "-q"])
+    assert code == 0, stderr
+    flat = " ".join(stdout.split())
+    assert "h100-sxm TP3 fp8: " in flat and "tp=3 does not divide" in flat
 
 
 def test_year_0001_timestamp_refused(tmp_path):
@@ -775,3 +782,20 @@ def test_regression_unknown_fitted_preset_is_named_at_its_field(tmp_path, preset
     path.write_text(yaml.safe_dump(doc))
     code, _, stderr = dcsim(["run", path, "--out", tmp_path / "out", "-q"])
     assert code == 2 and "workloads.chat.arrival.preset" in stderr and not (tmp_path / "out").exists()
+
+
+def test_slo_target_refused_in_the_users_units(tmp_path):
+    """Issue 28: 150% was refused as "≤ 1 (got 1.5)"; the message must say it is a
+    fraction and what 1.5 means in percent."""
+    chat = next(iter(BASE["workloads"]))
+    err = refused(tmp_path, with_(("workloads", chat, "slo", "target"), 1.5), f"workloads.{chat}.slo.target",
+                  "a fraction of requests in (0, 1]", "1.5 is 150%", "'99%'")
+    assert "less than or equal" not in err
+    refused(tmp_path, with_(("workloads", chat, "slo", "target"), "150%"), "1.5 is 150%")
+    refused(tmp_path, with_(("workloads", chat, "slo", "target"), 0), "0 is 0%")
+
+
+def test_slo_target_as_a_percent_string_is_the_fraction():
+    from sim.workloads.base import SLO
+
+    assert SLO(target="99.5%").target == 0.995 and SLO(target=0.9).target == 0.9

@@ -151,3 +151,13 @@ def test_reading_v5_spellings_precision_and_reasons(tmp_path):
         ("I/8xH200", "h200", "llama-3.1-8b", "fp8"),  # INT8 runs at the FP8 rate and width
     }
     assert unexpressed.empty
+
+
+def test_validate_reports_each_stage_it_starts():
+    """Issue 28: `dcsim validate` printed nothing for 87 s; it now names each stage."""
+    from sim.studies.validate import validate
+
+    stages: list[str] = []
+    path = REFERENCE / "trtllm_perf_overview.csv"
+    result = validate(path, fit=False, server=False, progress=stages.append)
+    assert stages == [f"predicting {len(result.points)} point(s) (0 Server/Interactive by bisection over engine runs)"]
