@@ -20,6 +20,7 @@ import streamlit as st
 from fleets.catalog_io import load_catalog
 from sim.results import charts
 from sim import dashboard as ds
+from sim import dashboard_checks as checks
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
 from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
@@ -135,16 +136,16 @@ def values_from_state(prefix: str, initial: dict) -> dict:
 
 def run_settings(bar: Sidebar) -> None:
     box = st.sidebar.expander("run", expanded=bar.has_errors("run"))
-    bar.widget(box, "run.duration_s", "number_input", "arrivals for (s)", min_value=1.0, step=30.0,
+    bar.widget(box, "run.duration_s", "number_input", "arrivals for (s)", step=30.0,
                help=f"the dashboard caps scenarios at {ds.DASHBOARD_MAX_DURATION_S:g} s of arrivals for speed; raise it here")
-    bar.widget(box, "run.seed", "number_input", "seed", min_value=0, step=1)
+    bar.widget(box, "run.seed", "number_input", "seed", step=1)
 
 
 def traffic(bar: Sidebar, data: dict) -> None:
     box = st.sidebar.expander("traffic", expanded=True)
     bar.show_errors("traffic", box)
     bar.widget(box, "traffic.total_rate_per_s", "number_input", "total arrival rate (requests/s)",
-               min_value=0.0, step=1.0, format="%.3f",
+               step=1.0, format="%.3f",
                help="mean rate of the synthetic (Poisson, gamma, MMPP) workloads together; no upper cap")
     try:
         traces = ds.trace_rates(data)
@@ -158,7 +159,7 @@ def traffic(bar: Sidebar, data: dict) -> None:
             rate, scale = traces[name]
             box.caption(f"**{name}** replays a trace: {rate:.3f} req/s as written (rate_scale {scale:g})")
         bar.widget(box, f"workloads.{name}.arrival.rate_scale", "number_input",
-                   f"{name}: trace rate_scale (×)", min_value=0.01, step=0.1,
+                   f"{name}: trace rate_scale (×)", step=0.1,
                    help="replay speed: 2 halves every gap between arrivals, doubling the rate")
 
 
@@ -166,15 +167,15 @@ def workload(bar: Sidebar, name: str, wl: dict) -> None:
     base = f"workloads.{name}"
     box = st.sidebar.expander(f"workload {name} ({wl['kind']})", expanded=bar.has_errors(base))
     bar.show_errors(base, box)
-    for field, widget, label, low in kind_of(wl["kind"]).edit_fields:
+    for field, widget, label, _low in kind_of(wl["kind"]).edit_fields:  # no min: a low value shows its error
         if widget == "distribution":
             bar.widget(box, f"{base}.{field}", "text_input", label)
         else:
-            bar.widget(box, f"{base}.{field}", "number_input", label, min_value=low, step=1)
+            bar.widget(box, f"{base}.{field}", "number_input", label, step=1)
     for bound, label in (("ttft_s", "SLO: TTFT (s, 0 = none)"), ("tpot_s", "SLO: TPOT (s, 0 = none)"),
                          ("e2e_s", "SLO: end-to-end (s, 0 = none)")):
-        bar.widget(box, f"{base}.slo.{bound}", "number_input", label, min_value=0.0, step=0.05, format="%.3f")
-    bar.widget(box, f"{base}.slo.target", "number_input", "SLO target (% of requests)", min_value=0.0, step=0.5)
+        bar.widget(box, f"{base}.slo.{bound}", "number_input", label, step=0.05, format="%.3f")
+    bar.widget(box, f"{base}.slo.target", "number_input", "SLO target (% of requests)", step=0.5)
 
 
 def hardware(bar: Sidebar, data: dict) -> None:
@@ -193,12 +194,12 @@ def hardware(bar: Sidebar, data: dict) -> None:
             left, right = box.columns(2)
             bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
                        on_change=follow_accelerator, args=(bar.prefix, base))
-            bar.widget(right, f"{base}.replicas", "number_input", "replicas", min_value=1, step=1)
+            bar.widget(right, f"{base}.replicas", "number_input", "replicas", step=1)
             bar.widget(left, f"{base}.tp", "selectbox", "TP", options=TP_CHOICES)
-            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0,
+            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", step=1000.0,
                        help="defaults to the catalog price of the chosen accelerator")
             bar.widget(left, f"{base}.precision", "selectbox", "precision", options=PRECISIONS)
-            bar.widget(right, f"{base}.max_batch", "number_input", "max_batch", min_value=1, step=8)
+            bar.widget(right, f"{base}.max_batch", "number_input", "max_batch", step=8)
             bar.widget(box, f"{base}.serves", "multiselect", "serves", options=workloads)
 
 
@@ -214,9 +215,9 @@ def follow_accelerator(prefix: str, base: str) -> None:
 def prices(bar: Sidebar) -> None:
     box = st.sidebar.expander("prices", expanded=bar.has_errors("economics"))
     bar.widget(box, "economics.electricity_usd_per_kwh", "number_input", "electricity ($/kWh)",
-               min_value=0.0, step=0.01, format="%.4f")
-    bar.widget(box, "economics.pue", "number_input", "PUE", min_value=0.5, step=0.05)
-    bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", min_value=0.5, step=0.5)
+               step=0.01, format="%.4f")
+    bar.widget(box, "economics.pue", "number_input", "PUE", step=0.05)
+    bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", step=0.5)
     bar.widget(box, "economics.ownership", "selectbox", "ownership", options=["own", "rent"],
                help="own: capex amortised plus opex; rent: the catalog's $/accelerator-hour")
     for key, label, step, fmt in (
@@ -227,7 +228,7 @@ def prices(bar: Sidebar) -> None:
             ("maintenance_fraction_per_year", "maintenance (fraction of capex per year)", 0.01, "%.3f"),
             ("staff_usd_per_kw_month", "staff ($/kW-month)", 1.0, "%.2f"),
             ("other_opex_fraction_per_year", "other opex (fraction of capex per year)", 0.01, "%.3f")):
-        bar.widget(box, f"economics.{key}", "number_input", label, min_value=0.0, step=step, format=fmt)
+        bar.widget(box, f"economics.{key}", "number_input", label, step=step, format=fmt)
 
 
 def sidebar() -> tuple[dict | None, object]:
@@ -246,7 +247,9 @@ def sidebar() -> tuple[dict | None, object]:
     scenario, errors = ds.validate(data, values, initial, catalog())
     st.session_state["errors"] = errors
     bar = Sidebar(prefix, initial, errors)
-    pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None, key="run", width="stretch")
+    size_ok = run_size_gate(scenario)
+    pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None or not size_ok, key="run",
+                                width="stretch")
     bar.show_errors(ds.GENERAL)
     if scenario is None:
         st.sidebar.error("Fix the highlighted inputs to run (details in the main panel).", icon="🛑")
@@ -262,6 +265,24 @@ def sidebar() -> tuple[dict | None, object]:
     hardware(bar, data)
     prices(bar)
     return (document(scenario) if scenario is not None else None), pressed
+
+
+def run_size_gate(scenario) -> bool:
+    """Whether the run's expected size lets Run go: a run beyond the memory limit is
+    refused, one of more than ``CONFIRM_REQUESTS`` requests needs a tick that shows its
+    request count and memory (:mod:`sim.dashboard_checks`)."""
+    if scenario is None:
+        return True
+    size = checks.run_size(scenario)
+    if size.refused:
+        st.sidebar.error(f"**Run refused**: this run expects {size.text()}, more than "
+                         f"{checks.MEMORY_SHARE_LIMIT:.0%} of this machine's memory. Lower the rate, "
+                         "the arrivals window or the number of fleets.", icon="🛑")
+        return False
+    if size.needs_confirmation:
+        st.sidebar.warning(f"**Large run**: {size.text()}.", icon="⚠️")
+        return st.sidebar.checkbox("run it anyway", key="confirm-size::" + checks.size_key(size))
+    return True
 
 
 # --- fleets and pools as a table ---------------------------------------------------
@@ -316,8 +337,12 @@ def fleet_table_editor() -> None:
             st.rerun()
         if right.button("apply table", type="primary", key="apply-table"):
             records = edited.drop(columns=["catalog $/acc"]).to_dict("records")
-            apply_fleets(name, prefix, data, ds.fleets_from_table(records, data, catalog()))
-            st.rerun()
+            fleets, problems = ds.table_fleets(records, data, catalog())
+            if not problems:
+                apply_fleets(name, prefix, data, fleets)
+                st.rerun()
+            # not applied: the editor keeps the user's rows (same widget key); say why beside it
+            st.error("**The table was not applied:**\n\n" + "\n".join(f"- {p}" for p in problems), icon="🛑")
 
 
 # --- main area -----------------------------------------------------------------------
