@@ -21,6 +21,7 @@ from fleets.catalog_io import load_catalog
 from sim.results import charts
 from sim import dashboard as ds
 from sim import dashboard_checks as checks
+from sim import dashboard_rank as rank
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
 from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
@@ -407,9 +408,20 @@ def downloads(results: Results) -> None:
                                 key="dl-planner", help="without headroom (run `dcsim export --planner` for it)")
 
 
+def ranked_cost_chart(results: Results, colors: dict, key: str) -> None:
+    """$/request per workload; "best" only among fleets that meet their SLOs and are
+    stable, the others hatched, marked and explained below (:mod:`sim.dashboard_rank`)."""
+    reasons = rank.disqualifications(results.summary)
+    eligible = [f for f, why in reasons.items() if not why]
+    st.plotly_chart(rank.mark_cost_chart(charts.cost_per_request(results.summary, colors), results.summary, eligible),
+                    key=key)
+    for line in rank.ranking_note(reasons):
+        st.warning(line, icon="🚫")
+
+
 def overview(results: Results, colors: dict) -> None:
     kpi_cards(results, colors)
-    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="overview-cost")
+    ranked_cost_chart(results, colors, "overview-cost")
     downloads(results)
 
 
@@ -433,7 +445,7 @@ def utilisation(results: Results) -> None:
 def cost(results: Results, colors: dict) -> None:
     # one above the other: side by side, each workload's panel had too little room for its $ ticks
     st.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
-    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
+    ranked_cost_chart(results, colors, "cost-request")
 
 
 def roofline(results: Results, colors: dict) -> None:
@@ -453,8 +465,13 @@ def compare(results: Results, colors: dict) -> None:
         return
     bands = {f.name: catalog().band_pct({p.accelerator for p in f.pools}) for f in results.scenario.fleets}
     table = charts.compare_all(results.summary, results.fleets, bands)
+    reasons = rank.disqualifications(results.summary)
+    eligible = [n for n in names if not reasons.get(n)]
+    table["best"] = rank.best_among(table, eligible)  # never a fleet that misses its SLOs or is unstable
     known = {k: v for k, v in bands.items() if v is not None}
-    st.caption("Best value per row highlighted in its fleet's colour. **spread**: worst / best − 1. "
+    st.caption("Best value per row highlighted in its fleet's colour, among the fleets that meet every SLO and "
+               f"are stable ({', '.join(eligible) or 'none'}); columns marked {rank.NOT_RANKED} are shown but "
+               "never best. **spread**: worst / best − 1. "
                + (f"**beyond band**: the spread exceeds the widest pool band of the fleets compared "
                   f"(±{max(known.values()):g}%; catalog `efficiency_band_pct`, from dcsim validate's held-out residuals)."
                   if known else "No accelerator compared has a band."))
@@ -465,7 +482,14 @@ def compare(results: Results, colors: dict) -> None:
     for i, best in enumerate(table["best"]):
         if best in styles.columns:
             styles.iloc[i, styles.columns.get_loc(best)] = f"background-color: {colors.get(best, '#ddd')}33; font-weight: 600"
-    st.table(shown.style.apply(lambda _: styles, axis=None))
+    for name in names:
+        if reasons.get(name):
+            styles[name] = styles[name] + "color: #888;"
+    marked = {n: f"{n} {rank.NOT_RANKED}" for n in names if reasons.get(n)}
+    st.table(shown.style.apply(lambda _: styles, axis=None).relabel_index(
+        [marked.get(c, c) for c in shown.columns], axis=1))
+    for line in rank.ranking_note(reasons):
+        st.warning(line, icon="🚫")
 
 
 def slo_misses(results: Results) -> None:
