@@ -463,20 +463,23 @@ def compare(results: Results, colors: dict) -> None:
     if len(names) < 2:
         st.info("Run two or more fleets to compare them.")
         return
-    bands = {f.name: catalog().band_pct({p.accelerator for p in f.pools}) for f in results.scenario.fleets}
-    table = charts.compare_all(results.summary, results.fleets, bands)
+    pool_bands = charts.perf_bands(results.scenario, catalog().accelerators)
+    table = charts.compare_all(results.summary, results.fleets)
+    band_pct = rank.row_bands(table, pool_bands)  # each row judged against its own pools' band
+    table["beyond_band"] = rank.beyond_band(table, band_pct)
     reasons = rank.disqualifications(results.summary)
     eligible = [n for n in names if not reasons.get(n)]
     table["best"] = rank.best_among(table, eligible)  # never a fleet that misses its SLOs or is unstable
-    known = {k: v for k, v in bands.items() if v is not None}
+    per_workload = rank.bands_caption(pool_bands, list(results.scenario.workloads))
     st.caption("Best value per row highlighted in its fleet's colour, among the fleets that meet every SLO and "
                f"are stable ({', '.join(eligible) or 'none'}); columns marked {rank.NOT_RANKED} are shown but "
                "never best. **spread**: worst / best − 1. "
-               + (f"**beyond band**: the spread exceeds the widest pool band of the fleets compared "
-                  f"(±{max(known.values()):g}%; catalog `efficiency_band_pct`, from dcsim validate's held-out residuals)."
-                  if known else "No accelerator compared has a band."))
+               + (f"**beyond band**: the spread exceeds the band of the pools that serve that row's workload in "
+                  f"the fleets compared ({per_workload}; fleet rows: the widest of them). Bands are catalog "
+                  "`efficiency_band_pct`, from dcsim validate's held-out residuals." if per_workload
+                  else "No pool compared has a band."))
     shown = charts.format_comparison(table, names)
-
+    shown.insert(shown.columns.get_loc("beyond_band"), "band", band_pct.map(lambda b: "—" if pd.isna(b) else f"±{b:g}%"))
     shown = shown.set_index(["scope", "metric"])
     styles = pd.DataFrame("", index=shown.index, columns=shown.columns)
     for i, best in enumerate(table["best"]):
@@ -534,6 +537,11 @@ def sweep_view() -> None:
     workloads = list(dict.fromkeys(table["workload"]))
     workload = st.selectbox("workload", workloads, key="sweep-workload")
     st.plotly_chart(charts.pareto_front(table, workload), key="pareto")
+    kinds = table.loc[table["workload"] == workload, "kind"] if "kind" in table.columns else []
+    latency = charts.pareto_latency(kinds.iloc[0] if len(kinds) else None)
+    st.table(rank.sweep_points(table, workload, latency).reset_index(drop=True))
+    st.caption(f"Mean over seeds with its 95% interval; below {rank.MIN_SEEDS_FOR_INTERVAL} seeds the mean alone "
+               "(an interval from 2-4 seeds is mostly the t quantile).")
     params = charts.swept_columns(table)
     if len(params) < 2:
         st.info("A heatmap needs two swept parameters.")

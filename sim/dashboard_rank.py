@@ -93,3 +93,78 @@ def ranking_note(reasons: Mapping[str, list[str]]) -> list[str]:
     """One line per fleet that is not ranked: '<fleet> is not ranked: <reasons>'."""
     return [f"**{fleet}** is not ranked: " + "; ".join(why) + "." for fleet, why in reasons.items() if why]
 
+
+
+def row_bands(table: pd.DataFrame, bands: Mapping) -> pd.Series:
+    """The performance-model band (±%) that applies to each row of
+    :func:`sim.results.charts.compare_all`'s ``table``: for a workload row the widest
+    band among the pools that serve that workload in the fleets compared (``bands``:
+    :func:`sim.results.charts.perf_bands`, by fleet), for a fleet row the widest pool band
+    of those fleets; NaN when no pool concerned has one. A workload served only by
+    calibrated chips is thus never judged against another chip's band."""
+    out = []
+    for _, row in table.iterrows():
+        known = []
+        for band in bands.values():
+            pair = band.widest if row["scope"] == "fleet" else band.workload(row["scope"])
+            if pair is not None:
+                known.append(pair[0])
+        out.append(max(known) if known else float("nan"))
+    return pd.Series(out, index=table.index, dtype=float)
+
+
+def beyond_band(table: pd.DataFrame, band_pct: pd.Series) -> pd.Series:
+    """True where a row's spread exceeds its own band (:func:`row_bands`), False where it
+    does not, NaN where either is unknown."""
+    return pd.Series([float("nan") if pd.isna(b) or pd.isna(s) else bool(s > b / 100)
+                      for s, b in zip(table["spread"], band_pct)], index=table.index, dtype=object)
+
+
+def bands_caption(bands: Mapping, workloads: list[str]) -> str:
+    """'chat ±25% (b200, h100-sxm), image ±50% (mi300x)': each workload's band over the
+    fleets compared, from its own pools; '' when none has a band."""
+    parts = []
+    for workload in workloads:
+        pairs = [b.workload(workload) for b in bands.values() if b.workload(workload) is not None]
+        if pairs:
+            chips = sorted({c for _, cs in pairs for c in cs})
+            parts.append(f"{workload} ±{max(p for p, _ in pairs):g}% ({', '.join(chips)})")
+    return ", ".join(parts)
+
+
+MIN_SEEDS_FOR_INTERVAL = 5
+"""Fewest seeds whose 95% interval the dashboard shows. With n seeds the interval's
+half-width is t(0.975, n−1)·s/√n: t is 12.71 at 2 seeds, 4.30 at 3 and 2.78 at 5
+(Student t table), so below 5 seeds the interval mostly measures the t quantile (two
+seeds gave '20 s [267 ms, 26 min]' in issue 28) and says nothing a reader can use."""
+
+
+def with_interval(row: pd.Series, metric: str, fmt) -> str:
+    """A sweep table row's ``<metric>_mean`` formatted, with its ``_ci95_lo``/``_ci95_hi``
+    interval when the row aggregates at least :data:`MIN_SEEDS_FOR_INTERVAL` seeds, else
+    with 'too few seeds for an interval'. A table without ``_mean`` columns (one seed
+    per point) shows the value alone."""
+    if f"{metric}_mean" not in row.index:
+        return fmt(row[metric]) if metric in row.index and not pd.isna(row[metric]) else "—"
+    mean, seeds = row[f"{metric}_mean"], int(row.get("seeds", 1) or 1)
+    if pd.isna(mean):
+        return "—"
+    if seeds < MIN_SEEDS_FOR_INTERVAL:
+        return f"{fmt(mean)} (too few seeds for an interval: {seeds} < {MIN_SEEDS_FOR_INTERVAL})"
+    lo, hi = row.get(f"{metric}_ci95_lo"), row.get(f"{metric}_ci95_hi")
+    return fmt(mean) if pd.isna(lo) or pd.isna(hi) else f"{fmt(mean)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def sweep_points(table: pd.DataFrame, workload: str, latency: str) -> pd.DataFrame:
+    """The sweep ``table``'s rows for ``workload``: swept values, fleet, seeds and the
+    p99 ``latency`` metric, SLO attainment and $/request each :func:`with_interval`."""
+    from sim.results.charts import swept_columns
+    from sim.results.report_text import seconds, usd
+
+    rows = table[table["workload"] == workload] if "workload" in table.columns else table
+    params = swept_columns(table)
+    out = rows[[*params, "fleet", *(["seeds"] if "seeds" in rows.columns else [])]].copy()
+    out[latency] = [with_interval(r, latency, seconds) for _, r in rows.iterrows()]
+    out["SLO met"] = [with_interval(r, "slo_attainment", lambda v: percent(v, 1)) for _, r in rows.iterrows()]
+    out["$/request"] = [with_interval(r, "cost_per_request_usd", usd) for _, r in rows.iterrows()]
+    return out

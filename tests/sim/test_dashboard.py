@@ -461,3 +461,20 @@ def test_run_size_counts_every_fleet_and_the_diurnal_peak():
     assert size.requests == pytest.approx(18.1 * 300 * 3)
     assert not size.refused and not size.needs_confirmation
     assert checks.run_size(parse_scenario(data, "t"), memory_bytes=1e3).refused
+
+
+def test_sweep_view_says_when_there_are_too_few_seeds_for_an_interval(tmp_path):
+    rate = "workloads.chat.arrival.rate_per_s"
+    rows = [{rate: r, "fleet": f, "workload": "chat", "kind": "autoregressive", "seeds": 2,
+             "ttft_p99_s_mean": 20.0, "ttft_p99_s_ci95_lo": 0.267, "ttft_p99_s_ci95_hi": 1560.0,
+             "slo_attainment_mean": 0.9, "slo_attainment_ci95_lo": 0.5, "slo_attainment_ci95_hi": 1.0,
+             "cost_per_request_usd_mean": 0.01, "cost_per_request_usd_ci95_lo": 0.005, "cost_per_request_usd_ci95_hi": 0.02}
+            for r in (4.0, 8.0) for f in ("a", "b")]
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
+    at = start()
+    at.text_input(key="sweep-dir").input(str(tmp_path)).run()
+    assert not at.exception, at.exception
+    cells = " ".join(str(v) for t in at.table for v in t.value.to_numpy().ravel())
+    assert "too few seeds for an interval: 2 < 5" in cells and "26 min" not in cells

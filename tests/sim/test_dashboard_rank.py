@@ -54,3 +54,29 @@ def test_cost_chart_marks_best_among_qualifying_and_hatches_the_rest():
     hatched = {t.name for t in fig.data if t.marker.pattern and t.marker.pattern.shape == "/"}
     assert hatched == {"cheap", "fast"}
     assert rank.ranking_note(rank.disqualifications(summary()))[0].startswith("**cheap** is not ranked: chat meets")
+
+
+def test_each_compare_row_is_judged_against_the_band_of_its_own_pools():
+    # fleet 'mixed': chat on h100 (±25%), image on mi300x (±50%); fleet 'calibrated': no band
+    mixed = charts.FleetBands({"chat": 25.0, "image": 50.0}, {"chat": (25.0, ["h100-sxm"]), "image": (50.0, ["mi300x"])},
+                              (50.0, ["h100-sxm", "mi300x"]))
+    calibrated = charts.FleetBands({"chat": None, "image": None}, {}, None)
+    table = pd.DataFrame({"scope": ["fleet", "chat", "image", "search"], "metric": ["capex"] * 4,
+                          "spread": [0.3, 0.3, 0.3, 0.3]})
+    bands = rank.row_bands(table, {"mixed": mixed, "calibrated": calibrated})
+    assert list(bands[:3]) == [50.0, 25.0, 50.0] and pd.isna(bands[3])
+    # a 30% spread is beyond chat's ±25% but within image's ±50%; unknown without a band
+    assert list(rank.beyond_band(table, bands)[:3]) == [False, True, False] and pd.isna(rank.beyond_band(table, bands)[3])
+    assert rank.bands_caption({"mixed": mixed, "calibrated": calibrated}, ["chat", "image", "search"]) == \
+        "chat ±25% (h100-sxm), image ±50% (mi300x)"
+
+
+def test_seed_intervals_only_from_enough_seeds():
+    from sim.results.report_text import seconds
+
+    row = pd.Series({"seeds": 2, "ttft_p99_s_mean": 20.0, "ttft_p99_s_ci95_lo": 0.267, "ttft_p99_s_ci95_hi": 1560.0})
+    assert rank.with_interval(row, "ttft_p99_s", seconds) == \
+        f"{seconds(20.0)} (too few seeds for an interval: 2 < 5)"
+    row["seeds"] = 5
+    assert rank.with_interval(row, "ttft_p99_s", seconds) == f"{seconds(20.0)} [{seconds(0.267)}, {seconds(1560.0)}]"
+    assert rank.with_interval(pd.Series({"ttft_p99_s": 1.5}), "ttft_p99_s", seconds) == seconds(1.5)
