@@ -37,6 +37,7 @@ TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 PRECISIONS = ["bf16", "fp8", "fp4"]
 SIDEBAR_ERROR_CHARS = 160
 POWER_INTERVALS = 300  # points of the power-over-time curve per fleet
+POWER_FLEETS = 3  # fleets drawn at once in the power-over-time chart (facility and IT line each)
 
 
 @st.cache_resource
@@ -193,7 +194,8 @@ def hardware(bar: Sidebar, data: dict) -> None:
             box.caption(f"pool {pool['name']}")
             bar.show_errors(base, box)
             left, right = box.columns(2)
-            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
+            # full width: in a half column 'h100-sxm' was cut off
+            bar.widget(box, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
                        on_change=follow_accelerator, args=(bar.prefix, base))
             bar.widget(right, f"{base}.replicas", "number_input", "replicas", step=1)
             bar.widget(left, f"{base}.tp", "selectbox", "TP", options=TP_CHOICES)
@@ -514,6 +516,10 @@ def energy(results: Results, colors: dict) -> None:
     st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
     power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
     fleet_power = coarsen(fleet_power_over_time(power), POWER_INTERVALS)
+    fleets = list(dict.fromkeys(fleet_power["fleet"])) if "fleet" in fleet_power.columns else []
+    if len(fleets) > POWER_FLEETS:  # two lines per fleet: beyond 3 fleets they tangle
+        chosen = st.multiselect("fleets in the power chart", fleets, default=fleets[:POWER_FLEETS], key="power-fleets")
+        fleet_power = fleet_power[fleet_power["fleet"].isin(chosen)]
     st.plotly_chart(charts.power_over_time_chart(fleet_power, colors), key="power-time")
     step_s = float((fleet_power["t_end_s"] - fleet_power["t_start_s"]).max())
     st.caption(f"Mean power per {step_s:.3g} s: each pool at idle + (busy − idle) × its busy fraction, at the run's "

@@ -338,7 +338,7 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
             errors.setdefault(key, []).append(message)
         return None, errors
     except UserError as err:  # placement: "fleets[i] 'name' pools[j] 'name': ..."
-        key, message = locate(GENERAL, str(err), keys, edited)
+        key, message = locate(GENERAL, for_the_dashboard(str(err)), keys, edited)
         errors.setdefault(key, []).append(message)
         return None, errors
     except ArithmeticError as err:  # a bug below (e.g. a catalog row with 0 scale-up bandwidth): say so, don't crash
@@ -352,6 +352,16 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
     if not selected:
         return None, {"fleets.selected": ["select at least one fleet to run"]}
     return parse_scenario(select_fleets(edited, selected), "scenario"), {}  # the edited document, validated once
+
+
+PP_ADVICE = "and raise pp to spread the model over more domains"
+
+
+def for_the_dashboard(message: str) -> str:
+    """A placement message with advice the dashboard can follow: it has no pp control,
+    so 'raise pp' points to the scenario file instead."""
+    return message.replace(PP_ADVICE, "(or split the model over more domains with pp, which the dashboard has "
+                                      "no control for: set it in the scenario file and upload it)")
 
 
 PLACEMENT_CACHE_SIZE = 64

@@ -211,6 +211,7 @@ def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str]
     fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[LATENCY_LABELS[m] for m in metrics])
     for col, metric in enumerate(metrics, start=1):
         unit, scale = time_unit(g[metric].max() if len(g) else math.nan)
+        shown = g[metric].dropna().to_numpy() / scale
         for i, (fleet, fg) in enumerate(g.groupby("fleet", sort=False)):
             x, y = cdf_points(fg[metric].dropna().to_numpy() / scale)
             fig.add_trace(go.Scatter(
@@ -221,13 +222,25 @@ def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str]
         bound = (slo_s or {}).get(metric)
         if bound:
             fig.add_vline(x=bound / scale, line=dict(color="#c0392b", dash="dot", width=1.5), row=1, col=col,
-                          annotation_text=f"SLO {bound / scale:.3g} {unit}", annotation_position="bottom right")
+                          annotation_text=f"SLO {seconds(bound)}", annotation_position="bottom right")
         fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit}{', log' if log_x else ''})",
-                         type="log" if log_x else "linear", row=1, col=col)
+                         type="log" if log_x else "linear", row=1, col=col,
+                         range=_log_range(shown, bound / scale if bound else None) if log_x else None)
     fig.update_yaxes(title_text="fraction of requests ≤ x (%)", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
     fig.update_layout(title=f"Latency CDFs: {workload}", **LAYOUT)
     return fig
+
+
+def _log_range(values: np.ndarray, bound: float | None) -> list[float] | None:
+    """A log axis's range (decades) spanning the positive ``values`` and the SLO
+    ``bound``, padded by 5% of a decade each side; None (autorange) with no positive value."""
+    positive = values[values > 0]
+    points = ([float(positive.min()), float(positive.max())] if len(positive) else []) + ([bound] if bound and bound > 0 else [])
+    if not points:
+        return None
+    lo, hi = math.log10(min(points)), math.log10(max(points))
+    return [lo - 0.05, hi + 0.05]
 
 
 # --- utilisation --------------------------------------------------------------------
@@ -339,6 +352,7 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
     """$/request per workload (one panel each, own scale), one bar per fleet."""
     workloads = list(dict.fromkeys(summary["workload"]))
     colors = _colors(colors, _fleets(summary))
+    many = len(_fleets(summary)) >= 5  # narrow bars: labels upright would shrink to ~6 px
     cols = max(len(workloads), 1)
     # room between panels for each panel's own $ tick labels ("$0.00015")
     fig = make_subplots(rows=1, cols=cols, subplot_titles=workloads, horizontal_spacing=min(0.12, 0.6 / cols))
@@ -348,13 +362,14 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
             v = r["cost_per_request_usd"]
             fig.add_trace(go.Bar(x=[r["fleet"]], y=[v], name=str(r["fleet"]), legendgroup=str(r["fleet"]),
                                  showlegend=col == 1, marker_color=colors.get(r["fleet"]),
-                                 text=[usd(v)], textposition="outside",
+                                 text=[usd(v)], textposition="outside", textangle=-90 if many else 0,
+                                 textfont=dict(size=11), cliponaxis=False,
                                  hovertemplate=f"{r['fleet']}: {usd(v)} per request<extra>{workload}</extra>"),
                           row=1, col=col)
         fig.update_yaxes(tickprefix="$", tickformat=".2~g", rangemode="tozero", row=1, col=col)
     fig.update_yaxes(title_text="cost per request ($/request)", row=1, col=1)
-    fig.update_xaxes(showticklabels=False, title_text="fleet")
-    fig.update_layout(title="Fully loaded cost per request", **LAYOUT)
+    fig.update_xaxes(showticklabels=True, tickangle=-45 if many else 0, tickfont=dict(size=11))
+    fig.update_layout(title="Fully loaded cost per request", uniformtext=dict(minsize=10, mode="show"), **LAYOUT)
     return fig
 
 

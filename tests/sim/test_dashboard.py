@@ -117,6 +117,8 @@ def test_error_lands_on_its_widget_key():
     _, errors = ds.validate(data, {**initial, "fleets.0.pools.0.tp": 16}, initial)
     assert list(errors) == ["fleets.0.pools.0.tp"]
     assert "TP must fit one scale-up domain of 8" in errors["fleets.0.pools.0.tp"][0]
+    assert "raise pp" not in errors["fleets.0.pools.0.tp"][0]  # the dashboard has no pp control
+    assert "set it in the scenario file" in errors["fleets.0.pools.0.tp"][0]
     _, errors = ds.validate(data, {**initial, "fleets.0.pools.1.serves": []}, initial)
     assert list(errors) == ["fleets.0.pools.1.serves"]
     _, errors = ds.validate(data, {**initial, "traffic.share.dlm": 0.0}, initial)
