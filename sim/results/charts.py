@@ -415,8 +415,12 @@ def roofline(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[st
     intensity = np.logspace(math.log10(lo), math.log10(hi), 200)
     for i, (key, precision) in enumerate(roofs.itertuples(index=False)):
         _add_roof(fig, accelerators[key], key, precision, intensity, ("solid", "dash", "dot", "dashdot", "longdash")[i % 5])
-    for _, p in pools.iterrows():
-        _add_operating_point(fig, p, accelerators, kinds.get((p["fleet"], p["pool"]), ""), colors)
+    order = _fleets(pools)
+    # coinciding points (identical pools in several fleets) stay visible as concentric
+    # markers: earlier fleets larger and drawn first, later ones smaller on top
+    for _, p in pools.assign(_order=pools["fleet"].map(order.index)).sort_values("_order", kind="stable").iterrows():
+        size = max(ROOFLINE_MIN_SIZE, ROOFLINE_MAX_SIZE - 2 * order.index(p["fleet"]))
+        _add_operating_point(fig, p, accelerators, kinds.get((p["fleet"], p["pool"]), ""), colors, size)
     for fleet in _fleets(pools):  # legend: one entry per fleet, one per workload kind
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=str(fleet), legendgroup="fleets",
                                  marker=dict(color=colors.get(fleet), size=11)))
@@ -461,14 +465,18 @@ def _add_roof(fig: go.Figure, acc, key: str, precision: str, intensity: np.ndarr
                              showlegend=False, hovertemplate=f"{key} {precision} ridge: {ridge:.0f} FLOP/byte<extra></extra>"))
 
 
-def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, kind: str, colors: Mapping[str, str]) -> None:
+ROOFLINE_MAX_SIZE, ROOFLINE_MIN_SIZE = 21, 7  # marker sizes (px) of the first and of later fleets
+
+
+def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, kind: str, colors: Mapping[str, str],
+                         size: int = 13) -> None:
     chip = accelerators[p["accelerator"]].peak_flops(p["precision"])
     per_chip = p["achieved_flops_per_s"] * chip / p["peak_flops_per_s"]
     label = kind_label(kind, str(p["pool"]))
     fig.add_trace(go.Scatter(
         x=[p["arithmetic_intensity_flop_per_byte"]], y=[per_chip], mode="markers+text",
         name=str(p["fleet"]), legendgroup="fleets", showlegend=False,
-        marker=dict(color=colors.get(p["fleet"]), size=13, symbol=_symbol(kind), line=dict(color="white", width=1)),
+        marker=dict(color=colors.get(p["fleet"]), size=size, symbol=_symbol(kind), line=dict(color="white", width=1.5)),
         text=[label], textposition="bottom center", textfont=dict(size=10, color=colors.get(p["fleet"])),
         hovertemplate=(f"{p['fleet']} / pool {p['pool']} on {p['accelerator']} ({label})<br>"
                        "%{x:.3~g} FLOP/byte, %{y:.3~s}FLOP/s per chip<extra></extra>")))

@@ -358,3 +358,15 @@ def test_cost_bars_name_their_fleets_and_stand_labels_upright_at_five_fleets():
     assert fig.layout.uniformtext.minsize >= 10  # never shrunk to ~6 px
     three = charts.cost_per_request(rows[rows["fleet"].isin(["fleet-0", "fleet-1", "fleet-2"])])
     assert {t.textangle for t in three.data} == {0}
+
+
+def test_roofline_coinciding_points_of_identical_fleets_stay_visible(results):
+    acc = load_catalog().accelerators
+    twin = pd.concat([results.pools, results.pools[results.pools["fleet"] == "h100"].assign(fleet="h100-copy")])
+    fig = charts.roofline(twin, acc, charts.pool_kinds(results.scenario))
+    points = [t for t in fig.data if t.mode == "markers+text"]
+    first = [p for p in points if p.name == "h100"]
+    copy = [p for p in points if p.name == "h100-copy"]
+    assert [(p.x[0], p.y[0]) for p in first] == [(p.x[0], p.y[0]) for p in copy]  # the same places...
+    assert all(a.marker.size > b.marker.size for a, b in zip(first, copy))  # ...the later fleet's ring inside
+    assert points.index(first[0]) < points.index(copy[0])  # drawn after, so on top
