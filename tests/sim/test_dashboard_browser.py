@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from playwright.sync_api import expect
 from browser_cases import CLIPPED_JS, launched_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,7 +195,7 @@ def test_many_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_
     page.get_by_role("option", name="upload a scenario…").click()
     page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(many_fleets(tmp_path / "many.yaml", n)))
     page.get_by_text("many.yaml").wait_for(timeout=30_000)
-    page.get_by_role("button", name="Run").and_(page.locator(":enabled")).wait_for(timeout=30_000)  # upload parsed
+    expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled(timeout=30_000)  # upload parsed
     run_and_wait(page)
     page.locator("[data-testid=fleet-card]").nth(n - 1).wait_for(timeout=60_000)
     assert page.locator("[data-testid=fleet-card]").count() == n
@@ -221,7 +222,7 @@ def test_bad_value_and_huge_rate_block_run_with_their_reason(server, page):
     assert run.is_disabled()
     assert sidebar.get_by_role("spinbutton", name="replicas").first.input_value() == "0"
     page.get_by_role("button", name="reset edits").click()
-    page.get_by_role("button", name="Run").and_(page.locator(":enabled")).wait_for(timeout=30_000)
+    expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled(timeout=30_000)
     sidebar_number(page, "total arrival rate (requests/s)", "100000")
     page.get_by_text("Run refused").first.wait_for(timeout=30_000)
     assert page.get_by_text("about 90,000,000 requests").count() >= 1
