@@ -418,7 +418,7 @@ def ranked_cost_chart(results: Results, colors: dict, key: str) -> None:
     st.plotly_chart(rank.mark_cost_chart(charts.cost_per_request(results.summary, colors), results.summary, eligible),
                     key=key)
     for line in rank.ranking_note(reasons):
-        st.warning(line, icon="🚫")
+        st.warning(line, icon="⚠️")
 
 
 def overview(results: Results, colors: dict) -> None:
@@ -494,7 +494,7 @@ def compare(results: Results, colors: dict) -> None:
     st.table(shown.style.apply(lambda _: styles, axis=None).relabel_index(
         [marked.get(c, c) for c in shown.columns], axis=1))
     for line in rank.ranking_note(reasons):
-        st.warning(line, icon="🚫")
+        st.warning(line, icon="⚠️")
 
 
 def slo_misses(results: Results) -> None:

@@ -67,8 +67,8 @@ def best_among(table: pd.DataFrame, eligible: list[str]) -> pd.Series:
 def mark_cost_chart(fig: go.Figure, summary: pd.DataFrame, eligible: list[str]) -> go.Figure:
     """The cost-per-request figure (:func:`sim.results.charts.cost_per_request`: one bar
     trace per fleet and workload panel) with the cheapest eligible fleet of each panel
-    labelled "best", and every non-eligible fleet's bars hatched and labelled
-    :data:`NOT_RANKED`."""
+    labelled "best", and every non-eligible fleet's bars hatched, faded and labelled
+    "✗ <value>"."""
     panels = list(dict.fromkeys(summary["workload"]))
     cheapest = {}
     for workload in panels:
@@ -83,7 +83,7 @@ def mark_cost_chart(fig: go.Figure, summary: pd.DataFrame, eligible: list[str]) 
         if trace.name not in eligible:
             trace.marker.pattern = {"shape": "/", "fgcolor": "#555"}
             trace.marker.opacity = 0.45
-            trace.text = [f"{label} {NOT_RANKED}"]
+            trace.text = [f"✗ {label}"]  # short: a vertical label must fit above its bar
         elif cheapest.get(workload) == trace.name:
             trace.text = [f"best {label}"]
     return fig

@@ -50,7 +50,7 @@ def test_cost_chart_marks_best_among_qualifying_and_hatches_the_rest():
     fig = rank.mark_cost_chart(charts.cost_per_request(summary()), summary(), ["good"])
     text = {t.name: t.text[0] for t in fig.data}
     assert text["good"].startswith("best ")
-    assert text["cheap"].endswith(rank.NOT_RANKED) and text["fast"].endswith(rank.NOT_RANKED)
+    assert text["cheap"].startswith("✗ ") and text["fast"].startswith("✗ ")
     hatched = {t.name for t in fig.data if t.marker.pattern and t.marker.pattern.shape == "/"}
     assert hatched == {"cheap", "fast"}
     assert rank.ranking_note(rank.disqualifications(summary()))[0].startswith("**cheap** is not ranked: chat meets")
