@@ -26,7 +26,7 @@ PEAK_RSS_BYTES_PER_REQUEST = 1_000
 """Peak resident memory a run holds per request it simulates with its rows in memory
 (outcome rows, demand arrays, summaries). Measured 2026-11-26 with
 ``bench/bench_dashboard_memory.py``: ``default.yaml`` (3 fleets, 300 s of arrivals,
-``engine.stream: off``) at 1x, 4x and 16x its rates, each in a fresh process
+``engine.stream: off``) at 1x, 4x and 16x its rates, each in a fresh process:
 peak RSS (``ru_maxrss``) 281 MB at 16,332 requests, 365 MB at 65,181 and
 524 MB at 260,775: a slope of 995 bytes per request, rounded to 1,000. (The first
 step's slope, 1,720, includes fixed costs; ``sim.scenario.MAX_IN_MEMORY_REQUESTS``
