@@ -20,6 +20,8 @@ import streamlit as st
 from fleets.catalog_io import load_catalog
 from sim.results import charts
 from sim import dashboard as ds
+from sim import dashboard_checks as checks
+from sim import dashboard_rank as rank
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
 from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
@@ -35,6 +37,7 @@ TP_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 PRECISIONS = ["bf16", "fp8", "fp4"]
 SIDEBAR_ERROR_CHARS = 160
 POWER_INTERVALS = 300  # points of the power-over-time curve per fleet
+POWER_FLEETS = 3  # fleets drawn at once in the power-over-time chart (facility and IT line each)
 
 
 @st.cache_resource
@@ -135,16 +138,16 @@ def values_from_state(prefix: str, initial: dict) -> dict:
 
 def run_settings(bar: Sidebar) -> None:
     box = st.sidebar.expander("run", expanded=bar.has_errors("run"))
-    bar.widget(box, "run.duration_s", "number_input", "arrivals for (s)", min_value=1.0, step=30.0,
+    bar.widget(box, "run.duration_s", "number_input", "arrivals for (s)", step=30.0,
                help=f"the dashboard caps scenarios at {ds.DASHBOARD_MAX_DURATION_S:g} s of arrivals for speed; raise it here")
-    bar.widget(box, "run.seed", "number_input", "seed", min_value=0, step=1)
+    bar.widget(box, "run.seed", "number_input", "seed", step=1)
 
 
 def traffic(bar: Sidebar, data: dict) -> None:
     box = st.sidebar.expander("traffic", expanded=True)
     bar.show_errors("traffic", box)
     bar.widget(box, "traffic.total_rate_per_s", "number_input", "total arrival rate (requests/s)",
-               min_value=0.0, step=1.0, format="%.3f",
+               step=1.0, format="%.3f",
                help="mean rate of the synthetic (Poisson, gamma, MMPP) workloads together; no upper cap")
     try:
         traces = ds.trace_rates(data)
@@ -158,7 +161,7 @@ def traffic(bar: Sidebar, data: dict) -> None:
             rate, scale = traces[name]
             box.caption(f"**{name}** replays a trace: {rate:.3f} req/s as written (rate_scale {scale:g})")
         bar.widget(box, f"workloads.{name}.arrival.rate_scale", "number_input",
-                   f"{name}: trace rate_scale (×)", min_value=0.01, step=0.1,
+                   f"{name}: trace rate_scale (×)", step=0.1,
                    help="replay speed: 2 halves every gap between arrivals, doubling the rate")
 
 
@@ -166,15 +169,15 @@ def workload(bar: Sidebar, name: str, wl: dict) -> None:
     base = f"workloads.{name}"
     box = st.sidebar.expander(f"workload {name} ({wl['kind']})", expanded=bar.has_errors(base))
     bar.show_errors(base, box)
-    for field, widget, label, low in kind_of(wl["kind"]).edit_fields:
+    for field, widget, label, _low in kind_of(wl["kind"]).edit_fields:  # no min: a low value shows its error
         if widget == "distribution":
             bar.widget(box, f"{base}.{field}", "text_input", label)
         else:
-            bar.widget(box, f"{base}.{field}", "number_input", label, min_value=low, step=1)
+            bar.widget(box, f"{base}.{field}", "number_input", label, step=1)
     for bound, label in (("ttft_s", "SLO: TTFT (s, 0 = none)"), ("tpot_s", "SLO: TPOT (s, 0 = none)"),
                          ("e2e_s", "SLO: end-to-end (s, 0 = none)")):
-        bar.widget(box, f"{base}.slo.{bound}", "number_input", label, min_value=0.0, step=0.05, format="%.3f")
-    bar.widget(box, f"{base}.slo.target", "number_input", "SLO target (% of requests)", min_value=0.0, step=0.5)
+        bar.widget(box, f"{base}.slo.{bound}", "number_input", label, step=0.05, format="%.3f")
+    bar.widget(box, f"{base}.slo.target", "number_input", "SLO target (% of requests)", step=0.5)
 
 
 def hardware(bar: Sidebar, data: dict) -> None:
@@ -191,14 +194,15 @@ def hardware(bar: Sidebar, data: dict) -> None:
             box.caption(f"pool {pool['name']}")
             bar.show_errors(base, box)
             left, right = box.columns(2)
-            bar.widget(left, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
+            # full width: in a half column 'h100-sxm' was cut off
+            bar.widget(box, f"{base}.accelerator", "selectbox", "accelerator", options=accelerators,
                        on_change=follow_accelerator, args=(bar.prefix, base))
-            bar.widget(right, f"{base}.replicas", "number_input", "replicas", min_value=1, step=1)
+            bar.widget(right, f"{base}.replicas", "number_input", "replicas", step=1)
             bar.widget(left, f"{base}.tp", "selectbox", "TP", options=TP_CHOICES)
-            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", min_value=0.0, step=1000.0,
+            bar.widget(right, f"{base}.price_usd", "number_input", "$/accelerator", step=1000.0,
                        help="defaults to the catalog price of the chosen accelerator")
             bar.widget(left, f"{base}.precision", "selectbox", "precision", options=PRECISIONS)
-            bar.widget(right, f"{base}.max_batch", "number_input", "max_batch", min_value=1, step=8)
+            bar.widget(right, f"{base}.max_batch", "number_input", "max_batch", step=8)
             bar.widget(box, f"{base}.serves", "multiselect", "serves", options=workloads)
 
 
@@ -214,9 +218,9 @@ def follow_accelerator(prefix: str, base: str) -> None:
 def prices(bar: Sidebar) -> None:
     box = st.sidebar.expander("prices", expanded=bar.has_errors("economics"))
     bar.widget(box, "economics.electricity_usd_per_kwh", "number_input", "electricity ($/kWh)",
-               min_value=0.0, step=0.01, format="%.4f")
-    bar.widget(box, "economics.pue", "number_input", "PUE", min_value=0.5, step=0.05)
-    bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", min_value=0.5, step=0.5)
+               step=0.01, format="%.4f")
+    bar.widget(box, "economics.pue", "number_input", "PUE", step=0.05)
+    bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", step=0.5)
     bar.widget(box, "economics.ownership", "selectbox", "ownership", options=["own", "rent"],
                help="own: capex amortised plus opex; rent: the catalog's $/accelerator-hour")
     for key, label, step, fmt in (
@@ -227,7 +231,7 @@ def prices(bar: Sidebar) -> None:
             ("maintenance_fraction_per_year", "maintenance (fraction of capex per year)", 0.01, "%.3f"),
             ("staff_usd_per_kw_month", "staff ($/kW-month)", 1.0, "%.2f"),
             ("other_opex_fraction_per_year", "other opex (fraction of capex per year)", 0.01, "%.3f")):
-        bar.widget(box, f"economics.{key}", "number_input", label, min_value=0.0, step=step, format=fmt)
+        bar.widget(box, f"economics.{key}", "number_input", label, step=step, format=fmt)
 
 
 def sidebar() -> tuple[dict | None, object]:
@@ -246,7 +250,9 @@ def sidebar() -> tuple[dict | None, object]:
     scenario, errors = ds.validate(data, values, initial, catalog())
     st.session_state["errors"] = errors
     bar = Sidebar(prefix, initial, errors)
-    pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None, key="run", width="stretch")
+    size_ok = run_size_gate(scenario)
+    pressed = st.sidebar.button("Run", type="primary", disabled=scenario is None or not size_ok, key="run",
+                                width="stretch")
     bar.show_errors(ds.GENERAL)
     if scenario is None:
         st.sidebar.error("Fix the highlighted inputs to run (details in the main panel).", icon="🛑")
@@ -262,6 +268,24 @@ def sidebar() -> tuple[dict | None, object]:
     hardware(bar, data)
     prices(bar)
     return (document(scenario) if scenario is not None else None), pressed
+
+
+def run_size_gate(scenario) -> bool:
+    """Whether the run's expected size lets Run go: a run beyond the memory limit is
+    refused, one of more than ``CONFIRM_REQUESTS`` requests needs a tick that shows its
+    request count and memory (:mod:`sim.dashboard_checks`)."""
+    if scenario is None:
+        return True
+    size = checks.run_size(scenario)
+    if size.refused:
+        st.sidebar.error(f"**Run refused**: this run expects {size.text()}, more than "
+                         f"{checks.MEMORY_SHARE_LIMIT:.0%} of this machine's memory. Lower the rate, "
+                         "the arrivals window or the number of fleets.", icon="🛑")
+        return False
+    if size.needs_confirmation:
+        st.sidebar.warning(f"**Large run**: {size.text()}.", icon="⚠️")
+        return st.sidebar.checkbox("run it anyway", key="confirm-size::" + checks.size_key(size))
+    return True
 
 
 # --- fleets and pools as a table ---------------------------------------------------
@@ -316,8 +340,12 @@ def fleet_table_editor() -> None:
             st.rerun()
         if right.button("apply table", type="primary", key="apply-table"):
             records = edited.drop(columns=["catalog $/acc"]).to_dict("records")
-            apply_fleets(name, prefix, data, ds.fleets_from_table(records, data, catalog()))
-            st.rerun()
+            fleets, problems = ds.table_fleets(records, data, catalog())
+            if not problems:
+                apply_fleets(name, prefix, data, fleets)
+                st.rerun()
+            # not applied: the editor keeps the user's rows (same widget key); say why beside it
+            st.error("**The table was not applied:**\n\n" + "\n".join(f"- {p}" for p in problems), icon="🛑")
 
 
 # --- main area -----------------------------------------------------------------------
@@ -382,9 +410,20 @@ def downloads(results: Results) -> None:
                                 key="dl-planner", help="without headroom (run `dcsim export --planner` for it)")
 
 
+def ranked_cost_chart(results: Results, colors: dict, key: str) -> None:
+    """$/request per workload; "best" only among fleets that meet their SLOs and are
+    stable, the others hatched, marked and explained below (:mod:`sim.dashboard_rank`)."""
+    reasons = rank.disqualifications(results.summary)
+    eligible = [f for f, why in reasons.items() if not why]
+    st.plotly_chart(rank.mark_cost_chart(charts.cost_per_request(results.summary, colors), results.summary, eligible),
+                    key=key)
+    for line in rank.ranking_note(reasons):
+        st.warning(line, icon="⚠️")
+
+
 def overview(results: Results, colors: dict) -> None:
     kpi_cards(results, colors)
-    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="overview-cost")
+    ranked_cost_chart(results, colors, "overview-cost")
     downloads(results)
 
 
@@ -408,7 +447,7 @@ def utilisation(results: Results) -> None:
 def cost(results: Results, colors: dict) -> None:
     # one above the other: side by side, each workload's panel had too little room for its $ ticks
     st.plotly_chart(charts.cost_breakdown(results.pools, colors), key="cost-breakdown")
-    st.plotly_chart(charts.cost_per_request(results.summary, colors), key="cost-request")
+    ranked_cost_chart(results, colors, "cost-request")
 
 
 def roofline(results: Results, colors: dict) -> None:
@@ -426,21 +465,36 @@ def compare(results: Results, colors: dict) -> None:
     if len(names) < 2:
         st.info("Run two or more fleets to compare them.")
         return
-    bands = {f.name: catalog().band_pct({p.accelerator for p in f.pools}) for f in results.scenario.fleets}
-    table = charts.compare_all(results.summary, results.fleets, bands)
-    known = {k: v for k, v in bands.items() if v is not None}
-    st.caption("Best value per row highlighted in its fleet's colour. **spread**: worst / best − 1. "
-               + (f"**beyond band**: the spread exceeds the widest pool band of the fleets compared "
-                  f"(±{max(known.values()):g}%; catalog `efficiency_band_pct`, from dcsim validate's held-out residuals)."
-                  if known else "No accelerator compared has a band."))
+    pool_bands = charts.perf_bands(results.scenario, catalog().accelerators)
+    table = charts.compare_all(results.summary, results.fleets)
+    band_pct = rank.row_bands(table, pool_bands)  # each row judged against its own pools' band
+    table["beyond_band"] = rank.beyond_band(table, band_pct)
+    reasons = rank.disqualifications(results.summary)
+    eligible = [n for n in names if not reasons.get(n)]
+    table["best"] = rank.best_among(table, eligible)  # never a fleet that misses its SLOs or is unstable
+    per_workload = rank.bands_caption(pool_bands, list(results.scenario.workloads))
+    st.caption("Best value per row highlighted in its fleet's colour, among the fleets that meet every SLO and "
+               f"are stable ({', '.join(eligible) or 'none'}); columns marked {rank.NOT_RANKED} are shown but "
+               "never best. **spread**: worst / best − 1. "
+               + (f"**beyond band**: the spread exceeds the band of the pools that serve that row's workload in "
+                  f"the fleets compared ({per_workload}; fleet rows: the widest of them). Bands are catalog "
+                  "`efficiency_band_pct`, from dcsim validate's held-out residuals." if per_workload
+                  else "No pool compared has a band."))
     shown = charts.format_comparison(table, names)
-
+    shown.insert(shown.columns.get_loc("beyond_band"), "band", band_pct.map(lambda b: "—" if pd.isna(b) else f"±{b:g}%"))
     shown = shown.set_index(["scope", "metric"])
     styles = pd.DataFrame("", index=shown.index, columns=shown.columns)
     for i, best in enumerate(table["best"]):
         if best in styles.columns:
             styles.iloc[i, styles.columns.get_loc(best)] = f"background-color: {colors.get(best, '#ddd')}33; font-weight: 600"
-    st.table(shown.style.apply(lambda _: styles, axis=None))
+    for name in names:
+        if reasons.get(name):
+            styles[name] = styles[name] + "color: #888;"
+    marked = {n: f"{n} {rank.NOT_RANKED}" for n in names if reasons.get(n)}
+    st.table(shown.style.apply(lambda _: styles, axis=None).relabel_index(
+        [marked.get(c, c) for c in shown.columns], axis=1))
+    for line in rank.ranking_note(reasons):
+        st.warning(line, icon="⚠️")
 
 
 def slo_misses(results: Results) -> None:
@@ -462,6 +516,10 @@ def energy(results: Results, colors: dict) -> None:
     st.plotly_chart(charts.energy_chart(results.fleets, results.summary, colors), key="energy")
     power = power_over_time(results.pools, results.timeseries, results.end_s, results.scenario.economics.pue)
     fleet_power = coarsen(fleet_power_over_time(power), POWER_INTERVALS)
+    fleets = list(dict.fromkeys(fleet_power["fleet"])) if "fleet" in fleet_power.columns else []
+    if len(fleets) > POWER_FLEETS:  # two lines per fleet: beyond 3 fleets they tangle
+        chosen = st.multiselect("fleets in the power chart", fleets, default=fleets[:POWER_FLEETS], key="power-fleets")
+        fleet_power = fleet_power[fleet_power["fleet"].isin(chosen)]
     st.plotly_chart(charts.power_over_time_chart(fleet_power, colors), key="power-time")
     step_s = float((fleet_power["t_end_s"] - fleet_power["t_start_s"]).max())
     st.caption(f"Mean power per {step_s:.3g} s: each pool at idle + (busy − idle) × its busy fraction, at the run's "
@@ -485,6 +543,11 @@ def sweep_view() -> None:
     workloads = list(dict.fromkeys(table["workload"]))
     workload = st.selectbox("workload", workloads, key="sweep-workload")
     st.plotly_chart(charts.pareto_front(table, workload), key="pareto")
+    kinds = table.loc[table["workload"] == workload, "kind"] if "kind" in table.columns else []
+    latency = charts.pareto_latency(kinds.iloc[0] if len(kinds) else None)
+    st.table(rank.sweep_points(table, workload, latency).reset_index(drop=True))
+    st.caption(f"Mean over seeds with its 95% interval; below {rank.MIN_SEEDS_FOR_INTERVAL} seeds the mean alone "
+               "(an interval from 2-4 seeds is mostly the t quantile).")
     params = charts.swept_columns(table)
     if len(params) < 2:
         st.info("A heatmap needs two swept parameters.")

@@ -319,9 +319,13 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
     the edit key (one of ``initial``'s keys, or a group such as ``fleets.0.pools.1``)
     they belong to.
     """
+    from sim.dashboard_checks import field_errors
+
     keys = list(initial)
     values = {**initial, **{k: v for k, v in values.items() if k in initial}}
-    edited, early = apply_edits(data, values, catalog)
+    bad = field_errors(values, float(data.get("warmup_s", 0.0)))  # shown, never replaced by the old value
+    edited, early = apply_edits(data, {k: v for k, v in values.items() if k not in bad}, catalog)
+    early = {**early, **bad}
     errors: dict[str, list[str]] = {}
     for key, message in early.items():  # the bad edit was left out; check the rest too
         errors.setdefault(key, []).append(message)
@@ -334,7 +338,7 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
             errors.setdefault(key, []).append(message)
         return None, errors
     except UserError as err:  # placement: "fleets[i] 'name' pools[j] 'name': ..."
-        key, message = locate(GENERAL, str(err), keys, edited)
+        key, message = locate(GENERAL, for_the_dashboard(str(err)), keys, edited)
         errors.setdefault(key, []).append(message)
         return None, errors
     except ArithmeticError as err:  # a bug below (e.g. a catalog row with 0 scale-up bandwidth): say so, don't crash
@@ -348,6 +352,16 @@ def validate(data: dict, values: dict[str, Any], initial: dict[str, Any],
     if not selected:
         return None, {"fleets.selected": ["select at least one fleet to run"]}
     return parse_scenario(select_fleets(edited, selected), "scenario"), {}  # the edited document, validated once
+
+
+PP_ADVICE = "and raise pp to spread the model over more domains"
+
+
+def for_the_dashboard(message: str) -> str:
+    """A placement message with advice the dashboard can follow: it has no pp control,
+    so 'raise pp' points to the scenario file instead."""
+    return message.replace(PP_ADVICE, "(or split the model over more domains with pp, which the dashboard has "
+                                      "no control for: set it in the scenario file and upload it)")
 
 
 PLACEMENT_CACHE_SIZE = 64
@@ -475,6 +489,25 @@ def fleets_from_table(rows: list[dict[str, Any]], data: dict, catalog=None) -> l
         fleets.setdefault(fleet, []).append(pool)
     settings = {f["name"]: {k: copy.deepcopy(v) for k, v in f.items() if k != "pools"} for f in data["fleets"]}
     return [{**settings.get(name, {}), "name": name, "pools": pools} for name, pools in fleets.items()]
+
+
+def table_fleets(rows: list[dict[str, Any]], data: dict, catalog) -> tuple[list[dict] | None, list[str]]:
+    """The fleets of table ``rows`` (:func:`fleets_from_table`) if the scenario ``data``
+    with them is valid, else (None, the problems: rows that cannot become pools, or the
+    scenario's validation messages). Never raises for what a user can type."""
+    from sim.dashboard_checks import table_errors
+
+    problems = table_errors(rows, list(data["workloads"]), sorted(catalog.accelerators))
+    if problems:
+        return None, problems
+    fleets = fleets_from_table(rows, data, catalog)
+    if not fleets:
+        return None, ["the table has no pools: a scenario needs at least one fleet with one pool"]
+    try:
+        parse_scenario({**data, "fleets": fleets}, "table")
+    except ScenarioError as err:
+        return None, [line.removeprefix("table: ") for line in str(err).splitlines()]
+    return fleets, []
 
 
 def _whole(value: Any, default: int) -> int:

@@ -35,7 +35,7 @@ LAYERS = [
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),
     ("studies", {"sim.studies"}),
-    ("shells", {"sim.cli", "sim.dashboard", "app"}),
+    ("shells", {"sim.cli", "sim.dashboard", "sim.dashboard_checks", "sim.dashboard_rank", "app"}),
 ]
 
 

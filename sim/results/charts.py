@@ -212,6 +212,7 @@ def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str]
     fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[LATENCY_LABELS[m] for m in metrics])
     for col, metric in enumerate(metrics, start=1):
         unit, scale = time_unit(g[metric].max() if len(g) else math.nan)
+        shown = g[metric].dropna().to_numpy() / scale
         for i, (fleet, fg) in enumerate(g.groupby("fleet", sort=False)):
             x, y = cdf_points(fg[metric].dropna().to_numpy() / scale)
             fig.add_trace(go.Scatter(
@@ -222,13 +223,25 @@ def latency_cdf(requests: pd.DataFrame, workload: str, colors: Mapping[str, str]
         bound = (slo_s or {}).get(metric)
         if bound:
             fig.add_vline(x=bound / scale, line=dict(color="#c0392b", dash="dot", width=1.5), row=1, col=col,
-                          annotation_text=f"SLO {bound / scale:.3g} {unit}", annotation_position="bottom right")
+                          annotation_text=f"SLO {seconds(bound)}", annotation_position="bottom right")
         fig.update_xaxes(title_text=f"{LATENCY_LABELS[metric]} ({unit}{', log' if log_x else ''})",
-                         type="log" if log_x else "linear", row=1, col=col)
+                         type="log" if log_x else "linear", row=1, col=col,
+                         range=_log_range(shown, bound / scale if bound else None) if log_x else None)
     fig.update_yaxes(title_text="fraction of requests ≤ x (%)", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
     fig.update_layout(title=f"Latency CDFs: {workload}", **LAYOUT)
     return fig
+
+
+def _log_range(values: np.ndarray, bound: float | None) -> list[float] | None:
+    """A log axis's range (decades) spanning the positive ``values`` and the SLO
+    ``bound``, padded by 5% of a decade each side; None (autorange) with no positive value."""
+    positive = values[values > 0]
+    points = ([float(positive.min()), float(positive.max())] if len(positive) else []) + ([bound] if bound and bound > 0 else [])
+    if not points:
+        return None
+    lo, hi = math.log10(min(points)), math.log10(max(points))
+    return [lo - 0.05, hi + 0.05]
 
 
 # --- utilisation --------------------------------------------------------------------
@@ -340,6 +353,7 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
     """$/request per workload (one panel each, own scale), one bar per fleet."""
     workloads = list(dict.fromkeys(summary["workload"]))
     colors = _colors(colors, _fleets(summary))
+    many = len(_fleets(summary)) >= 5  # narrow bars: labels upright would shrink to ~6 px
     cols = max(len(workloads), 1)
     # room between panels for each panel's own $ tick labels ("$0.00015")
     fig = make_subplots(rows=1, cols=cols, subplot_titles=workloads, horizontal_spacing=min(0.12, 0.6 / cols))
@@ -349,13 +363,14 @@ def cost_per_request(summary: pd.DataFrame, colors: Mapping[str, str] | None = N
             v = r["cost_per_request_usd"]
             fig.add_trace(go.Bar(x=[r["fleet"]], y=[v], name=str(r["fleet"]), legendgroup=str(r["fleet"]),
                                  showlegend=col == 1, marker_color=colors.get(r["fleet"]),
-                                 text=[usd(v)], textposition="outside",
+                                 text=[usd(v)], textposition="outside", textangle=-90 if many else 0,
+                                 textfont=dict(size=11), cliponaxis=False,
                                  hovertemplate=f"{r['fleet']}: {usd(v)} per request<extra>{workload}</extra>"),
                           row=1, col=col)
         fig.update_yaxes(tickprefix="$", tickformat=".2~g", rangemode="tozero", row=1, col=col)
     fig.update_yaxes(title_text="cost per request ($/request)", row=1, col=1)
-    fig.update_xaxes(showticklabels=False, title_text="fleet")
-    fig.update_layout(title="Fully loaded cost per request", **LAYOUT)
+    fig.update_xaxes(showticklabels=True, tickangle=-45 if many else 0, tickfont=dict(size=11))
+    fig.update_layout(title="Fully loaded cost per request", uniformtext=dict(minsize=10, mode="show"), **LAYOUT)
     return fig
 
 
@@ -401,8 +416,12 @@ def roofline(pools: pd.DataFrame, accelerators: Mapping, kinds: Mapping[tuple[st
     intensity = np.logspace(math.log10(lo), math.log10(hi), 200)
     for i, (key, precision) in enumerate(roofs.itertuples(index=False)):
         _add_roof(fig, accelerators[key], key, precision, intensity, ("solid", "dash", "dot", "dashdot", "longdash")[i % 5])
-    for _, p in pools.iterrows():
-        _add_operating_point(fig, p, accelerators, kinds.get((p["fleet"], p["pool"]), ""), colors)
+    order = _fleets(pools)
+    # coinciding points (identical pools in several fleets) stay visible as concentric
+    # markers: earlier fleets larger and drawn first, later ones smaller on top
+    for _, p in pools.assign(_order=pools["fleet"].map(order.index)).sort_values("_order", kind="stable").iterrows():
+        size = max(ROOFLINE_MIN_SIZE, ROOFLINE_MAX_SIZE - 2 * order.index(p["fleet"]))
+        _add_operating_point(fig, p, accelerators, kinds.get((p["fleet"], p["pool"]), ""), colors, size)
     for fleet in _fleets(pools):  # legend: one entry per fleet, one per workload kind
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=str(fleet), legendgroup="fleets",
                                  marker=dict(color=colors.get(fleet), size=11)))
@@ -447,14 +466,18 @@ def _add_roof(fig: go.Figure, acc, key: str, precision: str, intensity: np.ndarr
                              showlegend=False, hovertemplate=f"{key} {precision} ridge: {ridge:.0f} FLOP/byte<extra></extra>"))
 
 
-def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, kind: str, colors: Mapping[str, str]) -> None:
+ROOFLINE_MAX_SIZE, ROOFLINE_MIN_SIZE = 21, 7  # marker sizes (px) of the first and of later fleets
+
+
+def _add_operating_point(fig: go.Figure, p: pd.Series, accelerators: Mapping, kind: str, colors: Mapping[str, str],
+                         size: int = 13) -> None:
     chip = accelerators[p["accelerator"]].peak_flops(p["precision"])
     per_chip = p["achieved_flops_per_s"] * chip / p["peak_flops_per_s"]
     label = kind_label(kind, str(p["pool"]))
     fig.add_trace(go.Scatter(
         x=[p["arithmetic_intensity_flop_per_byte"]], y=[per_chip], mode="markers+text",
         name=str(p["fleet"]), legendgroup="fleets", showlegend=False,
-        marker=dict(color=colors.get(p["fleet"]), size=13, symbol=_symbol(kind), line=dict(color="white", width=1)),
+        marker=dict(color=colors.get(p["fleet"]), size=size, symbol=_symbol(kind), line=dict(color="white", width=1.5)),
         text=[label], textposition="bottom center", textfont=dict(size=10, color=colors.get(p["fleet"])),
         hovertemplate=(f"{p['fleet']} / pool {p['pool']} on {p['accelerator']} ({label})<br>"
                        "%{x:.3~g} FLOP/byte, %{y:.3~s}FLOP/s per chip<extra></extra>")))

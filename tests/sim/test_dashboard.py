@@ -117,6 +117,8 @@ def test_error_lands_on_its_widget_key():
     _, errors = ds.validate(data, {**initial, "fleets.0.pools.0.tp": 16}, initial)
     assert list(errors) == ["fleets.0.pools.0.tp"]
     assert "TP must fit one scale-up domain of 8" in errors["fleets.0.pools.0.tp"][0]
+    assert "raise pp" not in errors["fleets.0.pools.0.tp"][0]  # the dashboard has no pp control
+    assert "set it in the scenario file" in errors["fleets.0.pools.0.tp"][0]
     _, errors = ds.validate(data, {**initial, "fleets.0.pools.1.serves": []}, initial)
     assert list(errors) == ["fleets.0.pools.1.serves"]
     _, errors = ds.validate(data, {**initial, "traffic.share.dlm": 0.0}, initial)
@@ -373,3 +375,108 @@ def test_a_pool_of_100000_replicas_validates_and_can_run():
     assert not at.exception, at.exception
     assert not at.error
     assert not at.button(key="run").disabled
+
+
+# --- robustness (issue 28 item 4): bad values block Run, table mistakes keep the edits ---
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("fleets.0.pools.0.replicas", 0, "replicas must be a whole number ≥ 1 (got 0)"),
+    ("run.duration_s", 0.5, "arrivals for must be at least 1 s (got 0.5 s)"),
+    ("run.seed", -1, "seed must be a whole number ≥ 0 (got -1)"),
+    ("workloads.chat.slo.target", 150.0, "at most 100% of requests (got 150%)"),
+])
+def test_an_invalid_value_blocks_run_with_its_reason_beside_the_field(key, value, says):
+    at = start()
+    at.number_input(key=PREFIX + key).set_value(value).run()
+    assert not at.exception, at.exception
+    assert at.button(key="run").disabled  # never runs the old value
+    errors = ds.validate(default_data(), {**ds.initial_values(default_data()), key: value},
+                         ds.initial_values(default_data()))[1]
+    assert list(errors) == [key] and says in errors[key][0], errors
+    assert any(says in e.value for e in at.error)
+
+
+def test_an_arrivals_window_inside_the_warm_up_is_refused():
+    data, initial = default_data(), ds.initial_values(default_data())
+    scenario, errors = ds.validate(data, {**initial, "run.duration_s": 30.0}, initial)  # warm-up is 60 s
+    assert scenario is None and "longer than the scenario's warm-up (60 s)" in errors["run.duration_s"][0]
+
+
+def _rows_renaming_one_pool(data):
+    rows = ds.fleets_table(data)
+    rows[0]["fleet"] = "brand-new"  # all-h100's chat pool moves to a fleet of its own
+    return rows
+
+
+def test_table_with_a_one_pool_fleet_or_empty_serves_is_refused_with_reasons():
+    from fleets.catalog_io import load_catalog
+
+    catalog, data = load_catalog(), default_data()
+    fleets, problems = ds.table_fleets(_rows_renaming_one_pool(data), data, catalog)
+    assert fleets is None
+    text = " ".join(problems)
+    assert "fleet 'brand-new' has no pool serving workload(s) ['dlm', 'image', 'search']" in text, problems
+    rows = ds.fleets_table(data) + [{"fleet": "x", "pool": "p", "accelerator": "b200", "replicas": 1, "serves": ""}]
+    fleets, problems = ds.table_fleets(rows, data, catalog)
+    assert fleets is None and problems == [f"row {len(rows)} (x/p): serves is empty; list workloads from: "
+                                           "chat, dlm, image, search"]
+    rows[-1]["serves"] = "chat, videos"
+    assert "serves names videos, not a workload" in ds.table_fleets(rows, data, catalog)[1][0]
+
+
+def test_a_valid_table_with_a_renamed_fleet_applies():
+    from fleets.catalog_io import load_catalog
+
+    data = default_data()
+    rows = [{**r, "fleet": "renamed"} if r["fleet"] == "all-b200" else r for r in ds.fleets_table(data)]
+    fleets, problems = ds.table_fleets(rows, data, load_catalog())
+    assert problems == [] and [f["name"] for f in fleets] == ["all-h100", "renamed", "h100+mi300x"]
+
+
+def test_a_huge_rate_is_refused_and_a_large_one_needs_confirmation(monkeypatch):
+    from sim import dashboard_checks as checks
+
+    monkeypatch.setattr(checks, "physical_memory_bytes", lambda: 24e9)  # the 24 GB machine of the issue
+    at = start()
+    at.number_input(key=PREFIX + "traffic.total_rate_per_s").set_value(100_000.0).run()
+    assert not at.exception and at.button(key="run").disabled
+    # 100,000 req/s × 300 s of arrivals × 3 fleets, at 1,000 bytes each: 90 GB
+    refusal = " ".join(e.value for e in at.error)
+    assert "about 90,000,000 requests" in refusal and "90.0 GB" in refusal, refusal
+    at.number_input(key=PREFIX + "traffic.total_rate_per_s").set_value(2_000.0).run()
+    size = checks.run_size(ds.validate(default_data(), {**ds.initial_values(default_data()),
+                                                      "traffic.total_rate_per_s": 2_000.0},
+                                       ds.initial_values(default_data()))[0], memory_bytes=64e9)
+    assert size.requests == pytest.approx(2_000 * 300 * 3) and size.needs_confirmation
+    assert at.button(key="run").disabled
+    assert any("about 1,800,000 requests" in w.value and "1.8 GB" in w.value for w in at.warning)
+    at.checkbox(key="confirm-size::1800000").check().run()
+    assert not at.button(key="run").disabled
+
+
+def test_run_size_counts_every_fleet_and_the_diurnal_peak():
+    from sim import dashboard_checks as checks
+    from sim.scenario import parse_scenario
+
+    data = default_data()  # 12 + 4 + 2 + 0.1 req/s for 300 s, 3 fleets
+    size = checks.run_size(parse_scenario(data, "t"), memory_bytes=1e12)
+    assert size.requests == pytest.approx(18.1 * 300 * 3)
+    assert not size.refused and not size.needs_confirmation
+    assert checks.run_size(parse_scenario(data, "t"), memory_bytes=1e3).refused
+
+
+def test_sweep_view_says_when_there_are_too_few_seeds_for_an_interval(tmp_path):
+    rate = "workloads.chat.arrival.rate_per_s"
+    rows = [{rate: r, "fleet": f, "workload": "chat", "kind": "autoregressive", "seeds": 2,
+             "ttft_p99_s_mean": 20.0, "ttft_p99_s_ci95_lo": 0.267, "ttft_p99_s_ci95_hi": 1560.0,
+             "slo_attainment_mean": 0.9, "slo_attainment_ci95_lo": 0.5, "slo_attainment_ci95_hi": 1.0,
+             "cost_per_request_usd_mean": 0.01, "cost_per_request_usd_ci95_lo": 0.005, "cost_per_request_usd_ci95_hi": 0.02}
+            for r in (4.0, 8.0) for f in ("a", "b")]
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
+    at = start()
+    at.text_input(key="sweep-dir").input(str(tmp_path)).run()
+    assert not at.exception, at.exception
+    cells = " ".join(str(v) for t in at.table for v in t.value.to_numpy().ravel())
+    assert "too few seeds for an interval: 2 < 5" in cells and "26 min" not in cells

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from playwright.sync_api import expect
 from browser_cases import CLIPPED_JS, launched_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,28 +175,88 @@ def test_three_fleets_every_view_without_clipped_text(server, page):
         page.screenshot(path=str(Path(os.environ["DCSIM_SCREENSHOTS"]) / "dashboard-fleet-table-3fleets.png"))
 
 
-def five_fleets(path: Path) -> Path:
+def many_fleets(path: Path, n: int) -> Path:
+    """The default scenario with copies of its fleets appended ('<name>-copy<k>') up to
+    ``n`` fleets."""
     data = yaml.safe_load((ROOT / "scenarios" / "default.yaml").read_text())
-    copies = [dict(f, name=f"{f['name']}-copy") for f in data["fleets"][:2]]
-    data["fleets"] = data["fleets"] + copies
-    data["name"] = "default-5-fleets"
+    base = data["fleets"]
+    data["fleets"] = base + [dict(base[i % len(base)], name=f"{base[i % len(base)]['name']}-copy{i // len(base) + 1}")
+                             for i in range(n - len(base))]
+    data["name"] = f"default-{n}-fleets"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_five_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_path):
+@pytest.mark.parametrize("n", [5, 8])
+def test_many_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_path, n):
     page.goto(server)
     page.get_by_role("button", name="Run").wait_for(timeout=30_000)
     page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").first.click()
     page.get_by_role("option", name="upload a scenario…").click()
-    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(five_fleets(tmp_path / "five.yaml")))
-    page.get_by_text("five.yaml").wait_for(timeout=30_000)
-    page.wait_for_timeout(500)
-    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # upload parsed
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(many_fleets(tmp_path / "many.yaml", n)))
+    page.get_by_text("many.yaml").wait_for(timeout=30_000)
+    expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled(timeout=30_000)  # upload parsed
     run_and_wait(page)
-    page.locator("[data-testid=fleet-card]").nth(4).wait_for(timeout=30_000)
-    assert page.locator("[data-testid=fleet-card]").count() == 5
-    check_views(page, 5)
+    page.locator("[data-testid=fleet-card]").nth(n - 1).wait_for(timeout=60_000)
+    assert page.locator("[data-testid=fleet-card]").count() == n
+    check_views(page, n)
+
+
+def sidebar_number(page, label: str, value: str) -> None:
+    """Type ``value`` into the sidebar's number field ``label`` and commit it."""
+    field = page.locator("[data-testid=stSidebar]").get_by_role("spinbutton", name=label).first
+    field.fill(value)
+    field.press("Enter")
+
+
+def test_bad_value_and_huge_rate_block_run_with_their_reason(server, page):
+    """Replicas 0 and 100,000 req/s: each blocks Run, with its reason in the page; the
+    value typed is kept (never silently replaced by the old one)."""
+    page.goto(server)
+    run = page.get_by_role("button", name="Run")
+    run.wait_for(timeout=30_000)
+    sidebar = page.locator("[data-testid=stSidebar]")
+    sidebar.get_by_text("hardware mix", exact=True).click()
+    sidebar_number(page, "replicas", "0")
+    page.get_by_text("replicas must be a whole number ≥ 1 (got 0)").first.wait_for(timeout=30_000)
+    assert run.is_disabled()
+    assert sidebar.get_by_role("spinbutton", name="replicas").first.input_value() == "0"
+    page.get_by_role("button", name="reset edits").click()
+    expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled(timeout=30_000)
+    sidebar_number(page, "total arrival rate (requests/s)", "100000")
+    page.get_by_text("Run refused").first.wait_for(timeout=30_000)
+    assert page.get_by_text("about 90,000,000 requests").count() >= 1
+    assert run.is_disabled()
+    assert page.locator("[data-testid=stException]").count() == 0
+
+
+def test_a_new_one_pool_fleet_from_the_table_is_explained_and_keeps_the_edit(server, page):
+    """Renaming the first row's fleet makes a new fleet of one pool (serving chat only):
+    *apply table* says why it cannot run, beside the table, with no traceback; Run and
+    reset stay, and the table still holds the edit."""
+    page.goto(server)
+    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.get_by_text("Fleets and pools as a table", exact=False).click()
+    grid = page.locator("[data-testid=stDataFrame]").first
+    grid.wait_for(timeout=30_000)
+    cell = grid.locator("td[role=gridcell]", has_text="all-h100").first
+    cell.wait_for(state="attached", timeout=30_000)
+    box = grid.bounding_box()
+    page.mouse.dblclick(box["x"] + 40, box["y"] + 35 + 17)  # the first row's fleet cell (header 35 px, row 35 px)
+    editor = page.locator("textarea.gdg-input, input.gdg-input").first  # the grid's cell editor, once open
+    editor.wait_for(timeout=30_000)
+    editor.fill("brand-new")
+    editor.press("Enter")
+    grid.locator("td[role=gridcell]", has_text="brand-new").first.wait_for(state="attached", timeout=30_000)
+    page.get_by_role("button", name="apply table").click()
+    message = page.locator("[data-testid=stAlert]").filter(has_text="The table was not applied")
+    message.wait_for(timeout=30_000)
+    assert "fleet 'brand-new' has no pool serving" in message.inner_text()
+    assert page.locator("[data-testid=stException]").count() == 0
+    assert page.get_by_role("button", name="Run").count() == 1 and page.get_by_role("button", name="reset edits").count() == 1
+    assert grid.locator("td[role=gridcell]", has_text="brand-new").count() >= 1  # the user's edit survived
+    if os.environ.get("DCSIM_SCREENSHOTS"):
+        page.screenshot(path=str(Path(os.environ["DCSIM_SCREENSHOTS"]) / "dashboard-table-error.png"))
 
 
 def test_long_placement_error_is_full_width_and_run_says_why(server, page):

@@ -329,3 +329,44 @@ def test_band_beside_latency_throughput_and_cost_per_pool(results):
     assert "±" not in offered and served.endswith(f"±{b200_band:g}%") and goodput.endswith(f"±{b200_band:g}%")
     h100_chat = charts.kpi_workloads(results.summary, "h100", bands["h100"]).iloc[0]
     assert h100_chat["p99 TTFT"].endswith(f" ±{h100_band:g}%")
+
+def test_latency_cdf_slo_labels_read_in_natural_units_and_the_log_axis_spans_the_data():
+    import math
+
+    rows = pd.DataFrame({"fleet": "a", "workload": "img", "status": "completed",
+                         "e2e_s": [0.5, 1.0, 4.0, 9.0]})  # the axis in seconds
+    fig = charts.latency_cdf(rows, "img", slo_s={"e2e_s": 20.0}, log_x=True)
+    assert fig.layout.xaxis.title.text.endswith("(s, log)")
+    labels = [a.text for a in fig.layout.annotations if a.text.startswith("SLO")]
+    assert labels == ["SLO 20 s"]
+    lo, hi = fig.layout.xaxis.range
+    # data 0.5 .. 9 s and the SLO at 20 s, padded 0.05 decade each side
+    assert lo == pytest.approx(math.log10(0.5) - 0.05) and hi == pytest.approx(math.log10(20.0) + 0.05)
+    ms = charts.latency_cdf(rows.assign(e2e_s=rows["e2e_s"] / 100), "img", slo_s={"e2e_s": 2.0})
+    assert [a.text for a in ms.layout.annotations if a.text.startswith("SLO")] == ["SLO 2.0 s"]  # not '2e+03 ms'
+    assert ms.layout.xaxis.title.text.endswith("(ms)")
+    linear = charts.latency_cdf(rows, "img", slo_s={"e2e_s": 2.0})
+    assert linear.layout.xaxis.range is None
+
+
+def test_cost_bars_name_their_fleets_and_stand_labels_upright_at_five_fleets():
+    rows = pd.DataFrame([{"fleet": f"fleet-{i}", "workload": w, "cost_per_request_usd": 0.001 * (i + 1)}
+                         for i in range(5) for w in ("chat", "image")])
+    fig = charts.cost_per_request(rows)
+    assert fig.layout.xaxis.showticklabels and fig.layout.xaxis2.showticklabels  # fleet names under the bars
+    assert {t.textangle for t in fig.data} == {-90}  # vertical labels fit a narrow bar
+    assert fig.layout.uniformtext.minsize >= 10  # never shrunk to ~6 px
+    three = charts.cost_per_request(rows[rows["fleet"].isin(["fleet-0", "fleet-1", "fleet-2"])])
+    assert {t.textangle for t in three.data} == {0}
+
+
+def test_roofline_coinciding_points_of_identical_fleets_stay_visible(results):
+    acc = load_catalog().accelerators
+    twin = pd.concat([results.pools, results.pools[results.pools["fleet"] == "h100"].assign(fleet="h100-copy")])
+    fig = charts.roofline(twin, acc, charts.pool_kinds(results.scenario))
+    points = [t for t in fig.data if t.mode == "markers+text"]
+    first = [p for p in points if p.name == "h100"]
+    copy = [p for p in points if p.name == "h100-copy"]
+    assert [(p.x[0], p.y[0]) for p in first] == [(p.x[0], p.y[0]) for p in copy]  # the same places...
+    assert all(a.marker.size > b.marker.size for a, b in zip(first, copy))  # ...the later fleet's ring inside
+    assert points.index(first[0]) < points.index(copy[0])  # drawn after, so on top
