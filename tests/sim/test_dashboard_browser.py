@@ -119,7 +119,7 @@ def page(browser):
 
 def run_and_wait(page) -> float:
     """Press Run; seconds until the fleet cards and a chart are drawn."""
-    run = page.get_by_role("button", name="Run")
+    run = page.get_by_role("button", name="Run", exact=True)
     assert run.is_enabled()
     started = time.monotonic()
     run.click()
@@ -156,7 +156,7 @@ def check_views(page, fleets: int) -> None:
 
 def test_three_fleets_every_view_without_clipped_text(server, page):
     page.goto(server)
-    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     # change a control: open the run settings, set the seed
     page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
     seed = page.get_by_label("seed")
@@ -190,7 +190,7 @@ def many_fleets(path: Path, n: int) -> Path:
 @pytest.mark.parametrize("n", [5, 8])
 def test_many_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_path, n):
     page.goto(server)
-    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").first.click()
     page.get_by_role("option", name="upload a scenario…").click()
     page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(many_fleets(tmp_path / "many.yaml", n)))
@@ -213,7 +213,7 @@ def test_bad_value_and_huge_rate_block_run_with_their_reason(server, page):
     """Replicas 0 and 100,000 req/s: each blocks Run, with its reason in the page; the
     value typed is kept (never silently replaced by the old one)."""
     page.goto(server)
-    run = page.get_by_role("button", name="Run")
+    run = page.get_by_role("button", name="Run", exact=True)
     run.wait_for(timeout=30_000)
     sidebar = page.locator("[data-testid=stSidebar]")
     sidebar.get_by_text("hardware mix", exact=True).click()
@@ -235,7 +235,7 @@ def test_a_new_one_pool_fleet_from_the_table_is_explained_and_keeps_the_edit(ser
     *apply table* says why it cannot run, beside the table, with no traceback; Run and
     reset stay, and the table still holds the edit."""
     page.goto(server)
-    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     page.get_by_text("Fleets and pools as a table", exact=False).click()
     grid = page.locator("[data-testid=stDataFrame]").first
     grid.wait_for(timeout=30_000)
@@ -253,7 +253,7 @@ def test_a_new_one_pool_fleet_from_the_table_is_explained_and_keeps_the_edit(ser
     message.wait_for(timeout=30_000)
     assert "fleet 'brand-new' has no pool serving" in message.inner_text()
     assert page.locator("[data-testid=stException]").count() == 0
-    assert page.get_by_role("button", name="Run").count() == 1 and page.get_by_role("button", name="reset edits").count() == 1
+    assert page.get_by_role("button", name="Run", exact=True).count() == 1 and page.get_by_role("button", name="reset edits").count() == 1
     assert grid.locator("td[role=gridcell]", has_text="brand-new").count() >= 1  # the user's edit survived
     if os.environ.get("DCSIM_SCREENSHOTS"):
         page.screenshot(path=str(Path(os.environ["DCSIM_SCREENSHOTS"]) / "dashboard-table-error.png"))
@@ -263,14 +263,14 @@ def test_long_placement_error_is_full_width_and_run_says_why(server, page):
     """TPU v5e (16 GB) cannot hold Llama-3.1-70B at tp=4: a ~450-character placement
     error, shown full-width in the main panel, not broken word by word in the sidebar."""
     page.goto(server)
-    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     sidebar = page.locator("[data-testid=stSidebar]")
     sidebar.get_by_text("hardware mix", exact=True).click()
     sidebar.locator("[data-testid=stSelectbox]").filter(has_text="accelerator").first.click()
     page.keyboard.type("tpu-v5e")  # the option list is virtualised: type to filter
     page.keyboard.press("Enter")
     page.get_by_text("Run is disabled").wait_for(timeout=15_000)
-    assert page.get_by_role("button", name="Run").is_disabled()
+    assert page.get_by_role("button", name="Run", exact=True).is_disabled()
     error = page.locator("[data-testid=stMain] [data-testid=stAlert]").filter(has_text="cannot place model")
     error.wait_for(timeout=5_000)
     box = error.bounding_box()
@@ -283,14 +283,14 @@ def test_a_long_run_shows_progress(server, page):
     default, so that the compiled engine still takes seconds per fleet): while it runs, the progress bar fed by the engine's progress callback
     shows which fleet is simulated and how many requests are done, then the results."""
     page.goto(server)
-    page.get_by_role("button", name="Run").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
     duration = page.get_by_role("spinbutton", name="arrivals for (s)")
     duration.fill("3000")
     duration.press("Enter")
     page.wait_for_timeout(500)
     page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # the edit's rerun
-    page.get_by_role("button", name="Run").click()
+    page.get_by_role("button", name="Run", exact=True).click()
     page.locator("[data-testid=stProgress]").first.wait_for(timeout=60_000)
     seen: set[str] = set()
     deadline = time.monotonic() + 180
