@@ -720,7 +720,11 @@ class ARReplica(TimerDriven):
             if remaining > 0:  # _kv_fit_iterations' O(1) test first: the cache nearly always holds them all
                 fits = (self.sum_offsets + b * self._kv(after + remaining - 1)) / self.block + b <= self.cap_blocks - self.pinned
                 n = remaining if fits else self._kv_fit_iterations(remaining, after)
-            assert admitted or n >= 1, "KV cache must hold the next iteration after preemption"
+            if not admitted and n < 1:
+                # preemption keeps the last sequence (or the reserved ones); under
+                # speculation its KV bound ⌊I·g⌋ can pass the cache by a block near its end:
+                # it runs one iteration at a time, as the exact mode does
+                n = 1
             # a waiting request that fits at the first boundary inside the stretch is
             # admitted there; if it does not fit there it fits at no later one (the batch
             # is fixed and its KV blocks only grow), so that boundary is the only check
