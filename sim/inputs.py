@@ -168,12 +168,7 @@ def read_text(path: str | Path, what: str, limit: int | None = None) -> str:
         raise InputError(f"{path}: cannot read the {what} file ({err.strerror})") from None
     if len(raw) > limit:
         raise InputError(f"{path}: the {what} file grew over the limit while being read")
-    sniff(raw[:SNIFF_BYTES], path, what)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise decode_error(path, what, raw.count(b"\n", 0, err.start) + 1, err) from None
-    return text[1:] if text.startswith("\ufeff") else text
+    return _utf8_text(raw, path, what)
 
 
 def decode_upload(raw: bytes, source: str, what: str, limit: int | None = None) -> str:
@@ -185,6 +180,15 @@ def decode_upload(raw: bytes, source: str, what: str, limit: int | None = None) 
     limit = LIMITS.get(what, 2_000_000) if limit is None else limit
     if len(raw) > limit:
         raise InputError(f"{source}: the {what} file is {len(raw):,} bytes; the limit is {limit:,} bytes")
+    return _utf8_text(raw, source, what)
+
+
+def _utf8_text(raw: bytes, source, what: str) -> str:
+    """``raw`` as UTF-8 text without a leading BOM, after :func:`sniff` refused the
+    encodings it names.
+
+    Raises:
+        InputError: naming ``source`` and the line of the first bad byte; never the content."""
     sniff(raw[:SNIFF_BYTES], source, what)
     try:
         text = raw.decode("utf-8")
