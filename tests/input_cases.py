@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli_cases import dcsim
+from hypothesis import HealthCheck, given, settings
 
 _ids = itertools.count()
 
@@ -107,3 +108,20 @@ def run_case(case: Case, base: Path) -> tuple[int, str, str]:
     shutil.rmtree(workspace, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)
     return code, stdout, stderr
+
+
+def check_examples(strategy, examples: int, check_one) -> int:
+    """Run ``check_one`` on up to ``examples`` cases drawn from ``strategy`` (fewer when
+    hypothesis exhausts a small strategy); returns how many ran. Health checks are off
+    (the cases run the CLI, which is slow for hypothesis) and no example database is
+    kept, so every run draws afresh (derandomized under CI by tests/conftest.py)."""
+    ran = []
+
+    @settings(max_examples=examples, suppress_health_check=list(HealthCheck), database=None)
+    @given(case=strategy)
+    def check(case):
+        check_one(case)
+        ran.append(case)
+
+    check()
+    return len(ran)

@@ -23,9 +23,8 @@ import string
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from input_cases import Case, marker, run_case
+from input_cases import Case, check_examples, marker, run_case
 
 QUICK_EXAMPLES = 4
 FUZZ_EXAMPLES = 100
@@ -447,19 +446,11 @@ FAMILIES = {
 
 
 def _check_family(family: str, directory, examples: int) -> int:
-    """Run up to ``examples`` cases of ``family`` (fewer when hypothesis exhausts a small
-    family); returns how many ran, every one handled (an assertion fails otherwise)."""
-    ran = []
-
-    @settings(max_examples=examples, suppress_health_check=list(HealthCheck), database=None)
-    @given(case=FAMILIES[family]())
-    def check(case):
-        run_case(case, directory)
-        ran.append(case)
-
-    check()
-    print(f"{family}: {len(ran)} cases, all handled")
-    return len(ran)
+    """Run up to ``examples`` cases of ``family``; returns how many ran, every one
+    handled (an assertion fails otherwise)."""
+    ran = check_examples(FAMILIES[family](), examples, lambda case: run_case(case, directory))
+    print(f"{family}: {ran} cases, all handled")
+    return ran
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_cases import dcsim
-from hypothesis import HealthCheck, given, settings
+from input_cases import check_examples
 from hypothesis import strategies as st
 
 from sim.loader import resolve_paths
@@ -100,10 +100,6 @@ def dump(data) -> str:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
-
-
-def fuzz_settings(examples: int):
-    return settings(max_examples=examples, suppress_health_check=list(HealthCheck), database=None)
 
 
 # --- strategies: each returns (yaml text, [expected substrings]) -------------------------
@@ -295,14 +291,8 @@ FAMILIES = {
 
 def _check_family(family: str, directory: Path, examples: int) -> None:
     command = "sweep" if family == "bad_sweep" else "run"
-
-    @fuzz_settings(examples)
-    @given(case=FAMILIES[family](directory))
-    def check(case):
-        text, expected = case
-        assert_refused(directory, text, expected, command, family)
-
-    check()
+    check_examples(FAMILIES[family](directory),
+                   examples, lambda case: assert_refused(directory, *case, command, family))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
