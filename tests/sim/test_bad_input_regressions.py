@@ -24,6 +24,10 @@ from sweep_cases import write_sweep
 from sim.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+# A refusal that does its work up front finishes in well under a second; a bound this
+# loose only tells "refused up front" from "ran the whole thing or hung", so load on a
+# shared machine cannot fail it (speed itself is measured in bench/).
+HANG_S = 120
 
 BASE = {
     "name": "bad", "seed": 3, "duration_s": 20, "warmup_s": 2, "drain_s": 30,
@@ -235,7 +239,7 @@ def test_arrivals_beyond_the_request_cap_refused_up_front(tmp_path):
     started = time.perf_counter()
     refused(tmp_path, with_(("workloads", "chat", "arrival", "rate_per_s"), 1e9), "workloads.chat.arrival",
             "20,000,000,000 requests", "limit is 1,000,000,000")
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < HANG_S
 
 
 def test_streamed_runs_may_expect_more_than_the_demand_once_allowed_in_memory():
@@ -290,7 +294,7 @@ def test_huge_yaml(tmp_path):
         handle.write(("# " + "x" * 1000 + "\n") * 50_000)  # 50 MB
     started = time.perf_counter()
     refused_path(tmp_path, path, "big.yaml", "limit is 2,000,000 bytes")
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < HANG_S
 
 
 def test_5000_digit_integer(tmp_path):
@@ -306,7 +310,7 @@ def test_fifo_as_scenario_does_not_hang(tmp_path):
     os.mkfifo(fifo)
     started = time.perf_counter()
     refused_path(tmp_path, fifo, "not a regular file (a FIFO)")
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < HANG_S
 
 
 def test_billion_laughs(tmp_path):
@@ -328,7 +332,7 @@ def test_sample_interval_1e_minus_9(tmp_path):
 
     started = time.perf_counter()
     results = run_scenario(parse_scenario(with_(("sample_interval_s",), 1e-9), "case"))
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < HANG_S
     assert results.timeseries["t_s"].nunique() <= SAMPLES_MAX
     assert results.timeseries["t_s"].max() >= 20.0  # the grid still covers the whole run
 
@@ -435,7 +439,7 @@ def test_grid_of_ten_billion_points(tmp_path):
     sweep = write_sweep(tmp_path, grid)
     started = time.perf_counter()
     refused_path(tmp_path, sweep, "limit is 100,000 points", command="sweep")
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < HANG_S
 
 
 def test_sweep_billion_laughs(tmp_path):
@@ -527,7 +531,7 @@ def test_trace_path_that_is_not_a_file(tmp_path, kind):
     data = with_(("workloads", "chat", "arrival"), {"kind": "trace", "path": str(path), "format": "azure_csv"})
     started = time.perf_counter()
     refused(tmp_path, data, "trace")
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < HANG_S
 
 
 def test_tp_beyond_the_scale_up_domain_of_a_wafer_is_refused_not_divided_by_zero(tmp_path):
