@@ -193,22 +193,23 @@ def finance_assumptions(econ: Economics) -> dict[str, object]:
 
 
 def finance_line(econ: Economics) -> str:
-    """One line naming the finance assumptions, each 0 one as "not charged" (the run
-    report and ``dcsim tco`` print it)."""
-    def charged(value: float, text: str) -> str:
-        return text if value > 0 else f"{text.split(' ', 1)[0]} not charged"
-    parts = [f"ownership {econ.ownership}"]
+    """One line naming the finance assumptions, those at 0 listed as "not charged" (the
+    run report and ``dcsim tco`` print it), e.g. "Finance: ownership own; not charged:
+    cost of capital, maintenance, staff (docs/costs.md)"."""
+    charged, free = [], []
     if econ.ownership != "rent":
-        parts += [charged(econ.discount_rate_per_year, f"cost-of-capital {econ.discount_rate_per_year:.1%}/yr"),
-                  charged(econ.maintenance_fraction_per_year,
-                          f"maintenance {econ.maintenance_fraction_per_year:.1%} of IT capex/yr"),
-                  charged(econ.staff_usd_per_kw_month, f"staff ${econ.staff_usd_per_kw_month:,.2f}/kW-month")]
+        for value, name, text in (
+                (econ.discount_rate_per_year, "cost of capital", f"cost of capital {econ.discount_rate_per_year:.1%}/yr"),
+                (econ.maintenance_fraction_per_year, "maintenance",
+                 f"maintenance {econ.maintenance_fraction_per_year:.1%} of IT capex/yr"),
+                (econ.staff_usd_per_kw_month, "staff", f"staff ${econ.staff_usd_per_kw_month:,.2f}/kW-month")):
+            (charged if value > 0 else free).append(text if value > 0 else name)
     if econ.ownership == "colocate":
-        parts.append(f"colocation ${econ.colocation_usd_per_kw_month:,.2f}/kW-month x "
-                     f"{econ.colocation_contract_ratio:g} of provisioned kW, power {econ.colocation_power}")
-    elif econ.ownership == "own":
-        parts.append("colocation not used")
-    return "Finance: " + ", ".join(parts) + " (docs/costs.md)"
+        charged.append(f"colocation ${econ.colocation_usd_per_kw_month:,.2f}/kW-month x "
+                       f"{econ.colocation_contract_ratio:g} of provisioned kW, power {econ.colocation_power}")
+    parts = [f"ownership {econ.ownership}"] + charged
+    tail = f"; not charged: {', '.join(free)} (docs/costs.md)" if free else ""
+    return "Finance: " + ", ".join(parts) + tail
 
 
 def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tuple[float, float]:

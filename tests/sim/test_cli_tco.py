@@ -4,9 +4,32 @@ input refused with exit 2 before any simulation."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pandas as pd
-from test_cli import SMALL, invoke, write_scenario
+import yaml
+from typer.testing import CliRunner
+
+from sim.cli import app
+
+SMALL = {
+    "name": "small", "seed": 7, "duration_s": 30, "warmup_s": 5, "drain_s": 60,
+    "workloads": {"chat": {"kind": "autoregressive", "model": "llama-3-8b", "arrival": {"kind": "poisson", "rate_per_s": 4},
+                           "slo": {"ttft_s": 1.0, "tpot_s": 0.1}}},
+    "fleets": [
+        {"name": "h100", "pools": [{"name": "chat", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 1}]},
+        {"name": "b200", "pools": [{"name": "chat", "accelerator": "b200", "serves": ["chat"], "replicas": 1}]},
+    ],
+}
+
+
+def write_scenario(path: Path, data: dict = SMALL) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def test_tco_prints_cash_flow_and_sensitivity_and_writes_csvs(tmp_path, monkeypatch):
@@ -15,7 +38,7 @@ def test_tco_prints_cash_flow_and_sensitivity_and_writes_csvs(tmp_path, monkeypa
     result = invoke("tco", scenario, "--out", tmp_path / "tco", "--horizon-years", "3")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "cost-of-capital not charged" in out and "cash flow over 3 years" in out and "Sensitivity" in out
+    assert "not charged: cost of capital, maintenance, staff" in out and "cash flow over 3 years" in out and "Sensitivity" in out
     assert max(len(line) for line in out.splitlines()) <= 120
     flow = pd.read_csv(tmp_path / "tco" / "cash_flow.csv")
     assert sorted(flow["fleet"].unique()) == ["b200", "h100"] and flow["year"].max() == 3

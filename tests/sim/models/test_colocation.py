@@ -4,12 +4,24 @@ assumptions every cost output names, against hand arithmetic."""
 from __future__ import annotations
 
 import pytest
-from test_economics_costs import HOURS_PER_YEAR, chat_scenario
+from scenario_cases import make_scenario
 
 from fleets.catalog_io import load_catalog
 from sim.results.planner_csv import fleet_workload_rows, planner_table
 from sim.results.report_text import run_report
 from sim.results.tables import run_scenario
+
+HOURS_PER_YEAR = 365.25 * 24
+
+
+def chat_scenario(**economics):
+    """Three single-GPU MI300X replicas (one 8-GPU node) serving Llama-3-8B chat."""
+    return make_scenario(
+        {"chat": {"kind": "autoregressive", "model": "llama-3-8b", "arrival": {"kind": "poisson", "rate_per_s": 4.0},
+                  "prompt_tokens": {"kind": "constant", "value": 500}, "output_tokens": {"kind": "constant", "value": 100}}},
+        [{"name": "chat", "accelerator": "mi300x", "serves": ["chat"], "replicas": 3, "tp": 1}],
+        duration_s=120.0, warmup_s=10.0, economics=economics)
+
 
 ECON = {"electricity_usd_per_kwh": 0.1, "pue": 1.5, "facility_capex_usd_per_mw": 10e6, "depreciation_years": 4,
         "discount_rate_per_year": 0.08, "network_capex_usd_per_node": 50_000, "maintenance_fraction_per_year": 0.03,
@@ -59,7 +71,7 @@ def test_power_included_drops_exactly_the_energy(metered):
 
 def test_report_and_planner_csv_name_the_finance_assumptions(metered):
     text = run_report(metered, None)  # one line, unwrapped
-    assert "cost-of-capital 8.0%/yr" in text and "maintenance 3.0% of IT capex/yr" in text
+    assert "cost of capital 8.0%/yr" in text and "maintenance 3.0% of IT capex/yr" in text
     assert "colocation $150.00/kW-month x 1.2 of provisioned kW, power metered" in text
     row = planner_table(fleet_workload_rows(metered), ["fleet"]).iloc[0]
     assert (row["ownership"], row["discount_rate_per_year"], row["maintenance_fraction_per_year"],
@@ -70,7 +82,7 @@ def test_report_and_planner_csv_name_the_finance_assumptions(metered):
 def test_zero_finance_defaults_are_printed_as_not_charged():
     results = run_scenario(chat_scenario())
     text = run_report(results, None)
-    assert "cost-of-capital not charged, maintenance not charged, staff not charged, colocation not used" in text
+    assert "Finance: ownership own; not charged: cost of capital, maintenance, staff (docs/costs.md)" in text
     row = planner_table(fleet_workload_rows(results), ["fleet"]).iloc[0]
     assert row["discount_rate_per_year"] == 0.0 and row["ownership"] == "own"
     assert row["colocation_usd_per_kw_month"] != row["colocation_usd_per_kw_month"]  # NaN: not colocating
