@@ -453,12 +453,13 @@ def tco(
     duration_s: Optional[float] = typer.Option(None, "--duration-s", help="override the arrival duration, seconds"),
     force: bool = FORCE,
 ) -> None:
-    """Cash flow, NPV, levelised cost and sensitivity of every fleet: one run, repriced."""
+    """Cash flow, NPV, levelised cost and sensitivity of every fleet: one run repriced, and two more at low
+    and high demand for the utilisation rows."""
     from sim.results.export import check_writable, claim_dir, write_csv, write_file_atomic
     from sim.results.outputs import output_dir
     from sim.results.report_text import text_width
     from sim.results.tables import run_scenario
-    from sim.studies.tco import check_horizon, tco_tables
+    from sim.studies.tco import check_horizon, load_multipliers, scaled_demand, tco_tables
     from sim.studies.tco_report import tco_report
 
     with user_errors():
@@ -467,7 +468,9 @@ def tco(
         if out is not None:
             out = output_dir(out, "--out", force=force)
             check_writable(out, "--out", replace=False)
-        tables = tco_tables(run_scenario(scenario), horizon_years)
+        results = run_scenario(scenario)
+        load_runs = {level: run_scenario(scaled_demand(scenario, factor)) for level, factor in load_multipliers().items()}
+        tables = tco_tables(results, horizon_years, load_runs)
         if out is not None:
             claim_dir(out, "tco")
             for name, frame in zip(TCO_FILES, (tables.cash_flow, tables.npv, tables.sensitivity)):

@@ -2,11 +2,14 @@
 and how the answer moves with price, utilisation, lifetime, power price and cost of capital.
 
 Repricing, not re-simulation: pricing does not feed back into the simulation (latency,
-batching and SLOs do not depend on prices), so one run is priced many ways. The one
-factor that would change the simulation, the load, is scaled here without re-simulating:
-served output and each pool's busy fraction scale with the load multiplier (power follows
-the pool's measured idle-to-busy line, sim.models.power), capped where the fleet's busiest
-pool reaches busy fraction 1; latency and SLO attainment are *not* re-checked at the new load.
+batching and SLOs do not depend on prices), so one run is priced many ways. The load does
+feed back, so the utilisation rows of the sensitivity table come from runs of the same
+scenario with every arrival rate scaled (the demand, not a busy fraction; ``dcsim tco``
+runs them: three runs in all) and are priced at the base pricing; their SLOs and
+stability are those measured at that load. Given no such runs (``load_runs`` None), the
+rows are *scaled* instead: served output x the multiplier, each pool's busy fraction x
+the multiplier (clipped at 1) on its measured idle-to-busy power line, latency and SLOs
+not re-checked (the ``utilisation_method`` column says which).
 
 Cash flow (years 0..N, N = ``horizon_years`` or the IT life rounded up), per fleet:
 
@@ -37,8 +40,10 @@ import pandas as pd
 
 from sim.errors import UserError
 from sim.models.economics import HOURS_PER_YEAR, finance_catalog
+from sim.overrides import derive
 from sim.results.qualify import fleet_verdicts
-from sim.scenario import Economics
+from sim.scenario import Economics, Scenario
+from sim.studies.headroom import scale_arrival
 
 SECONDS_PER_YEAR = HOURS_PER_YEAR * 3600.0
 MONTHS_PER_YEAR = 12
@@ -109,11 +114,10 @@ def _capex_rows(capex: float, life: float, horizon: int) -> tuple[dict[int, floa
 
 
 def _fleet_year_costs(pools: pd.DataFrame, pricing: Pricing) -> tuple[dict[str, float], float]:
-    """Yearly opex lines of one fleet's pools and the served-load multiplier reached."""
+    """Yearly opex lines of one fleet's pools and the served-load multiplier."""
     econ = pricing.econ
     busy = pools["busy_fraction"].fillna(0.0).clip(lower=0.0)
-    peak = float(busy.max()) if len(busy) else 0.0
-    load = min(pricing.load, 1.0 / peak) if peak > 0 else pricing.load
+    load = pricing.load
     power_w = pools["it_power_idle_w"] + (pools["it_power_busy_w"] - pools["it_power_idle_w"]) * (busy * load).clip(upper=1.0)
     it_max_kw = float(pools["it_power_max_w"].sum()) / 1e3
     capex_it = _capex_it(pools, pricing.price_factor)
@@ -230,45 +234,73 @@ def _level_pricing(base: Pricing, factor: str, value: float) -> Pricing:
     return Pricing(econ, base.price_factor, base.load, base.horizon_years)
 
 
-def sensitivity_table(pools: pd.DataFrame, summary: pd.DataFrame, base: Pricing) -> pd.DataFrame:
+def sensitivity_table(pools: pd.DataFrame, summary: pd.DataFrame, base: Pricing,
+                      load_runs: dict | None = None) -> pd.DataFrame:
     """Levelised cost of every fleet at the base pricing and at the low and high value of
     each of :data:`FACTORS` (from fleets/data/finance.csv), one factor at a time.
 
+    ``load_runs`` maps "low" and "high" to the (pools, summary) tables of runs at the
+    catalog's low and high load multipliers (module docstring); None: scaled.
+
     Rows: factor ("base" first), level (base | low | high), value, fleet, the two levelised
-    columns, npv_tco_usd, qualifies, load_multiplier (reached), winner (cheapest qualifying
-    fleet by :func:`metric_of`) and winner_changes (against the base winner)."""
+    columns, npv_tco_usd, qualifies, load_multiplier, utilisation_method (re-simulated |
+    scaled | "" for other factors), winner (cheapest qualifying fleet by
+    :func:`metric_of`) and winner_changes (against the base winner)."""
     catalog = finance_catalog()
-    cases = [("base", "base", math.nan, base)]
+    cases = [("base", "base", math.nan, base, pools, summary, "")]
     for factor, key in FACTORS.items():
         for level in ("low", "high"):
             value = float(catalog.loc[key, level])
-            cases.append((factor, level, value, _level_pricing(base, factor, value)))
+            if factor == "utilisation" and load_runs is not None:
+                run_pools, run_summary = load_runs[level]
+                cases.append((factor, level, value, base, run_pools, run_summary, "re-simulated"))
+            else:
+                method = "scaled" if factor == "utilisation" else ""
+                cases.append((factor, level, value, _level_pricing(base, factor, value), pools, summary, method))
     frames, metric, base_winner = [], None, None
-    for factor, level, value, pricing in cases:
-        flow = cash_flow_table(pools, summary, pricing)
-        npv = npv_table(flow, summary)
+    for factor, level, value, pricing, case_pools, case_summary, method in cases:
+        npv = npv_table(cash_flow_table(case_pools, case_summary, pricing), case_summary)
         metric = metric or metric_of(npv)
         best = winner(npv, metric)
         base_winner = best if base_winner is None else base_winner
-        loads = flow.groupby("fleet", sort=False)["load_multiplier"].first()
+        loads = value if method == "re-simulated" else pricing.load
         frames.append(npv[["fleet", "levelised_usd_per_1m_output_tokens", "levelised_usd_per_request",
                            "npv_tco_usd", "qualifies"]].assign(
-            factor=factor, level=level, value=value, load_multiplier=npv["fleet"].map(loads).to_numpy(),
+            factor=factor, level=level, value=value, load_multiplier=loads, utilisation_method=method,
             winner=best, winner_changes=best != base_winner, metric=metric))
     table = pd.concat(frames, ignore_index=True)
     first = ["factor", "level", "value", "fleet"]
     return table[first + [c for c in table.columns if c not in first]]
 
 
-def tco_tables(results, horizon_years: int | None = None) -> TcoTables:
+def load_multipliers() -> dict[str, float]:
+    """The utilisation sensitivity's low and high demand multipliers (fleets/data/finance.csv)."""
+    row = finance_catalog().loc["load_multiplier"]
+    return {"low": float(row["low"]), "high": float(row["high"])}
+
+
+def scaled_demand(scenario: Scenario, factor: float) -> Scenario:
+    """``scenario`` with every workload's arrival rate x ``factor`` (all fleets kept),
+    changed in its document and validated once (:mod:`sim.overrides`)."""
+    def change(doc: dict) -> None:
+        for wl in doc["workloads"].values():
+            wl["arrival"] = scale_arrival(wl["arrival"], factor)
+
+    return derive(scenario, change, f"{scenario.name} (demand x {factor:g})")
+
+
+def tco_tables(results, horizon_years: int | None = None, load_runs: dict | None = None) -> TcoTables:
     """The cash flow, NPV and sensitivity tables of a run's ``results``
     (:class:`sim.results.tables.Results`: its ``pools``, ``summary`` and scenario
-    economics), repriced without re-simulating (module docstring). For the CLI's
-    ``dcsim tco`` and the dashboard.
+    economics), repriced without re-simulating (module docstring). ``load_runs``: "low"
+    and "high" -> the Results of :func:`scaled_demand` runs at :func:`load_multipliers`
+    (None: the utilisation rows are scaled). For ``dcsim tco`` and the dashboard.
 
     Raises:
         UserError: ``horizon_years`` outside 1..MAX_HORIZON_YEARS."""
     check_horizon(horizon_years)
     base = Pricing(results.scenario.economics, horizon_years=horizon_years)
     flow = cash_flow_table(results.pools, results.summary, base)
-    return TcoTables(flow, npv_table(flow, results.summary), sensitivity_table(results.pools, results.summary, base))
+    loads = None if load_runs is None else {k: (r.pools, r.summary) for k, r in load_runs.items()}
+    return TcoTables(flow, npv_table(flow, results.summary),
+                     sensitivity_table(results.pools, results.summary, base, loads))

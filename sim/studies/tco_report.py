@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from sim.models.economics import finance_line
-from sim.results.report_text import DEFAULT_WIDTH, MISSING, _wrap, human, table, usd
+from sim.results.report_text import DEFAULT_WIDTH, MISSING, _wrap, table, usd
 from sim.scenario import Economics
 from sim.studies.tco import FACTORS, TcoTables
 
@@ -84,11 +84,11 @@ def sensitivity_text(tables: TcoTables, width: int | None = DEFAULT_WIDTH) -> st
         for level in (["base"] if factor == "base" else ["low", "high"]):
             g = sens[(sens["factor"] == factor) & (sens["level"] == level)].set_index("fleet")
             first = g.iloc[0]
-            cells = [human(v) if not _nan(v) else MISSING for v in (g.loc[f, metric] for f in fleets)]
+            cells = [_sig(g.loc[f, metric]) + ("" if g.loc[f, "qualifies"] else "*") for f in fleets]
             mark = "CHANGES" if first["winner_changes"] else ""
             value = _value(factor, first["value"])
-            if factor == "utilisation" and (g["load_multiplier"] < first["value"] - 1e-9).any():
-                value += " (capped)"
+            if factor == "utilisation":
+                value += f" demand ({first['utilisation_method']})"
             rows.append([factor, level, value, *cells, first["winner"] or "none", mark])
     headers = ["factor", "level", "value", *fleets, "winner", "changes"]
     right = [False, False, True] + [True] * len(fleets) + [False, False]
@@ -97,10 +97,16 @@ def sensitivity_text(tables: TcoTables, width: int | None = DEFAULT_WIDTH) -> st
                                                            for r in changed.itertuples()}))
                if len(changed) else f"The winner ({base['winner'].iloc[0] or 'none'}) does not change at any level.")
     head = (f"Sensitivity of the levelised {_METRIC_TEXT[metric]} (one factor at a time, low and high from "
-            f"fleets/data/finance.csv; winner = cheapest fleet that meets every SLO; utilisation scales the "
-            f"served load without re-simulating, capped where a fleet's busiest pool reaches busy fraction 1)")
+            f"fleets/data/finance.csv; winner = cheapest fleet that meets every SLO; utilisation scales every "
+            f"arrival rate: re-simulated, or scaled without re-simulating)")
+    foot = "* misses an SLO or is unstable at that level: not eligible to win. " + verdict
     return "\n".join(_wrap(head, width)) + "\n" + table(headers, rows, right, width) + "\n" + "\n".join(
-        _wrap(verdict, width))
+        _wrap(foot, width))
+
+
+def _sig(x: float) -> str:
+    """Three significant digits (a levelised $ figure)."""
+    return MISSING if _nan(x) else f"{x:.3g}"
 
 
 def _swing(values: pd.Series) -> float:
@@ -110,6 +116,6 @@ def _swing(values: pd.Series) -> float:
 
 def tco_report(tables: TcoTables, econ: Economics, scenario_name: str, width: int | None = DEFAULT_WIDTH) -> str:
     """The whole stdout of ``dcsim tco``."""
-    head = [f"TCO of scenario {scenario_name}: one run, repriced (pricing does not feed back into the simulation)",
+    head = [f"TCO of scenario {scenario_name}: one run repriced (pricing does not feed back into the simulation)",
             *_wrap(finance_line(econ), width)]
     return "\n".join(head) + "\n\n" + cash_flow_text(tables, width) + "\n\n" + sensitivity_text(tables, width) + "\n"

@@ -115,10 +115,48 @@ def test_sensitivity_directions_and_one_value_by_hand():
     assert cost[("power price", "high")] == pytest.approx(npv / tokens * 1e6, rel=1e-12)
 
 
-def test_utilisation_is_capped_where_the_busiest_pool_is_full():
-    sens = sensitivity_table(pools(busy=0.8), summary(), Pricing(econ()))
+def test_scaled_utilisation_clips_power_at_busy_one_and_scales_output():
+    sens = sensitivity_table(pools(busy=0.8), summary(), Pricing(econ(), horizon_years=1))
     high = sens[(sens["factor"] == "utilisation") & (sens["level"] == "high")].iloc[0]
-    assert high["load_multiplier"] == pytest.approx(1 / 0.8)  # not the catalog's 1.5
+    u = float(FINANCE.loc["load_multiplier", "high"])
+    assert (high["utilisation_method"], high["load_multiplier"]) == ("scaled", u)
+    energy = 8.0 * 1.5 * 0.1 * H  # busy 0.8 x 1.5 > 1: the busy power, 8 kW
+    yearly = energy + 0.05 * 130e3 + 10.0 * 10 * 12
+    residual = 130e3 * (1 - 1 / 3) + 50e3 * (1 - 1 / 20)  # book values left after 1 year of 3 and of 20
+    npv = 180e3 + yearly / 1.1 - residual / 1.1
+    assert high["levelised_usd_per_1m_output_tokens"] == pytest.approx(npv / (1000 * u * S / 1.1) * 1e6, rel=1e-12)
+
+
+def _chat(rate_per_s: float):
+    from scenario_cases import make_scenario
+
+    return make_scenario(
+        {"chat": {"kind": "autoregressive", "model": "llama-3-8b",
+                  "arrival": {"kind": "poisson", "rate_per_s": rate_per_s},
+                  "prompt_tokens": {"kind": "constant", "value": 500}, "output_tokens": {"kind": "constant", "value": 100}}},
+        [{"name": "chat", "accelerator": "mi300x", "serves": ["chat"], "replicas": 3, "tp": 1}],
+        duration_s=120.0, warmup_s=10.0, economics={"depreciation_years": 4})
+
+
+def test_re_simulated_utilisation_is_priced_from_the_runs_at_that_demand():
+    """Second implementation: at r = 0 and horizon = life the levelised cost of a run is
+    its pools' own cost per hour over its output tokens per hour (pool_costs)."""
+    from sim.results.tables import run_scenario
+    from sim.studies.tco import load_multipliers, scaled_demand
+
+    base = _chat(4.0)
+    results = run_scenario(base)
+    runs = {level: run_scenario(scaled_demand(base, m)) for level, m in load_multipliers().items()}
+    assert runs["low"].summary["arrival_rate_rps"].iloc[0] < results.summary["arrival_rate_rps"].iloc[0]
+    sens = tco_tables(results, load_runs=runs).sensitivity.set_index(["factor", "level"])
+    for level, run in runs.items():
+        row = sens.loc[("utilisation", level)]
+        hourly = run.pools["own_cost_usd_per_hour"].sum()
+        tokens_per_hour = run.summary["output_tokens_per_s"].sum() * 3600
+        assert row["utilisation_method"] == "re-simulated"
+        assert row["levelised_usd_per_1m_output_tokens"] == pytest.approx(hourly / tokens_per_hour * 1e6, rel=1e-9)
+    assert sens.loc[("utilisation", "low"), "levelised_usd_per_1m_output_tokens"] > \
+        sens.loc[("base", "base"), "levelised_usd_per_1m_output_tokens"]
 
 
 def test_winner_flips_where_the_hand_calculation_says():
