@@ -227,7 +227,7 @@ class Economics(Strict):
       substack.tech-talk-cto.com, 2024-08; secondary, derived); applied to every type.
     - maintenance_fraction_per_year 0.0 (of IT capex per year): not charged by default;
       4-8% per year after the first is the range in fleets/data/finance.csv (CTWatch
-      Quarterly 2(2), 2006, "Designing and supporting high-end computational
+      Quarterly, May 2006, "Designing and supporting high-end computational
       facilities"; secondary, old).
     - staff_usd_per_kw_month 0.0 (per provisioned IT kW): no published figure found
       (fleets/data/finance.csv, status assumed); not charged unless set.
