@@ -439,6 +439,46 @@ def curves(
                            utilisation, tpot_s), nl=False)
 
 
+# --- tco ----------------------------------------------------------------------------
+
+TCO_FILES = ("cash_flow.csv", "npv.csv", "sensitivity.csv")
+
+
+@app.command()
+def tco(
+    scenario_path: Path = typer.Argument(..., metavar="SCENARIO", help="scenario YAML file"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="write cash_flow.csv, npv.csv and sensitivity.csv to DIR"),
+    horizon_years: Optional[int] = typer.Option(None, "--horizon-years", metavar="N", help="years of cash flow, 1..50 (default: the IT depreciation life, rounded up)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="override the scenario seed"),
+    duration_s: Optional[float] = typer.Option(None, "--duration-s", help="override the arrival duration, seconds"),
+    force: bool = FORCE,
+) -> None:
+    """Cash flow, NPV, levelised cost and sensitivity of every fleet: one run repriced, and two more at low
+    and high demand for the utilisation rows."""
+    from sim.results.export import check_writable, claim_dir, write_csv, write_file_atomic
+    from sim.results.outputs import output_dir
+    from sim.results.report_text import text_width
+    from sim.results.tables import run_scenario
+    from sim.studies.tco import check_horizon, load_multipliers, scaled_demand, tco_tables
+    from sim.studies.tco_report import tco_report
+
+    with user_errors():
+        check_horizon(horizon_years)
+        scenario = apply_overrides(load_scenario(scenario_path), str(scenario_path), None, seed, duration_s)
+        if out is not None:
+            out = output_dir(out, "--out", force=force)
+            check_writable(out, "--out", replace=False)
+        results = run_scenario(scenario)
+        load_runs = {level: run_scenario(scaled_demand(scenario, factor)) for level, factor in load_multipliers().items()}
+        tables = tco_tables(results, horizon_years, load_runs)
+        if out is not None:
+            claim_dir(out, "tco")
+            for name, frame in zip(TCO_FILES, (tables.cash_flow, tables.npv, tables.sensitivity)):
+                write_file_atomic(out / name, lambda p, frame=frame: write_csv(frame, p))
+            note(f"wrote {out / TCO_FILES[0]}, {TCO_FILES[1]} and {TCO_FILES[2]}")
+    typer.echo(tco_report(tables, scenario.economics, scenario.name, text_width()), nl=False)
+
+
 # --- report (HTML) ------------------------------------------------------------------
 
 @app.command()

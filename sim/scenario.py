@@ -216,17 +216,33 @@ class Economics(Strict):
       datacenter shell and M&E plant); set your own.
     - discount_rate_per_year 0.0: capex is recovered as an annuity at this rate
       (capital recovery factor r / (1 - (1 + r)^-n)); 0 gives straight-line
-      depreciation. A choice, not a fact: set your cost of capital (WACC).
+      depreciation. A choice, not a fact: set your cost of capital (WACC). Not charged by
+      default, and every cost output says so (docs/costs.md, "Finance defaults"); sourced
+      values to choose from in fleets/data/finance.csv: 6.1% (Equinix WACC) and 6.3%
+      (Digital Realty), data-centre REITs, to 10.9% (NVIDIA), all valueinvesting.io
+      CAPM estimates (secondary).
     - network_capex_usd_per_node 66,000: scale-out fabric share per 8-GPU node
       (switches, optics, cables) = 8 x $47,000 all-in capex per H100 incl. InfiniBand
       minus the $310,000 node incl. IB cards ("H100 Freakonomics",
       substack.tech-talk-cto.com, 2024-08; secondary, derived); applied to every type.
-    - maintenance_fraction_per_year 0.0 (of IT capex per year) and staff_usd_per_kw_month
-      0.0 (per provisioned IT kW): no source in ../shared/data, so not charged unless set.
+    - maintenance_fraction_per_year 0.0 (of IT capex per year): not charged by default;
+      4-8% per year after the first is the range in fleets/data/finance.csv (CTWatch
+      Quarterly, May 2006, "Designing and supporting high-end computational
+      facilities"; secondary, old).
+    - staff_usd_per_kw_month 0.0 (per provisioned IT kW): no published figure found
+      (fleets/data/finance.csv, status assumed); not charged unless set.
     - other_opex_fraction_per_year 0.0: any other opex as a fraction of capex per year.
     - ownership own: buy the fleet; ``rent`` bills accelerator-hours at
       ``rental_usd_per_accelerator_hour`` (per type; defaults from the gpu_rental rows,
-      in fleets/data/ownership.csv with their sources).
+      in fleets/data/ownership.csv with their sources); ``colocate`` buys the IT
+      equipment and rents space and power in a colocation facility (no facility capex).
+    - colocation_usd_per_kw_month 184.06 (``colocate`` only): CBRE North America Data
+      Center Trends H2 2024 (2025-02-26), average monthly asking rate for a 250-500 kW
+      requirement across primary markets (cbre.com; verified, publisher page), charged
+      on the contracted IT kW = provisioned IT kW x ``colocation_contract_ratio`` (1.0).
+    - colocation_power metered: power billed on top at ``electricity_usd_per_kwh`` x PUE
+      per IT kWh (assumed: CBRE's rate does not say; wholesale leases usually pass power
+      through); ``included`` when the rate covers power.
     - facility_power_limit_mw None: optional cap on a fleet's packed facility power
       (provisioned IT x PUE); a fleet over it is refused.
 
@@ -243,7 +259,10 @@ class Economics(Strict):
     maintenance_fraction_per_year: float = Field(0.0, ge=0, le=1)
     staff_usd_per_kw_month: float = Field(0.0, ge=0, le=1e4)
     other_opex_fraction_per_year: float = Field(0.0, ge=0, le=10)
-    ownership: Literal["own", "rent"] = "own"
+    ownership: Literal["own", "rent", "colocate"] = "own"
+    colocation_usd_per_kw_month: float = Field(184.06, ge=0, le=1e5)
+    colocation_power: Literal["metered", "included"] = "metered"
+    colocation_contract_ratio: float = Field(1.0, ge=1, le=10, description="contracted / provisioned IT kW")
     rental_usd_per_accelerator_hour: dict[str, Annotated[float, Field(ge=0, le=1000)]] = Field(
         default_factory=dict, max_length=1000,
         description="per accelerator type (catalog keys); overrides fleets/data/ownership.csv")

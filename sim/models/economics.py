@@ -14,6 +14,12 @@ Per pool (its share of the fleet's packed nodes and racks, see ``fleets/packing.
     own cost/hour  = capital + energy + opex
     rent cost/hour = accelerators x $/accelerator-hour (the rental covers server,
                      network, facility and power)
+    colocate       = own, without facility capex, plus colocation $/kW-month x
+                     contracted IT kW (provisioned x contract ratio) / 730.5; energy is
+                     charged (metered) or not (power included in the kW-month fee)
+
+``ownership: colocate`` is a way of owning the IT equipment: the ``*_own_*`` columns of
+the summary and ``own_cost_usd_per_hour`` price it in the colocation facility.
 
 Per-request cost is *fully loaded*: the pool's bill over the run is split over the
 requests it served in proportion to the replica-seconds each held (each iteration's time
@@ -42,6 +48,7 @@ from sim.scenario import Economics
 HOURS_PER_YEAR = 8766.0
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0
 OWNERSHIP_CSV = Path(fleets.__file__).parent / "data" / "ownership.csv"
+FINANCE_CSV = Path(fleets.__file__).parent / "data" / "finance.csv"
 
 
 def capital_recovery_factor(rate: float, years: float) -> float:
@@ -93,6 +100,7 @@ def pool_costs(pool, econ: Economics, busy_fraction: float, compute_activity: fl
     nodes = pool.share.node_share if pool.share is not None else float(layout.nodes)
     it_max_w = pool.share.it_power_max_w if pool.share is not None else layout.it_power_max_w
     capex = _capex(pool, econ, nodes, it_max_w)
+    colocating = econ.ownership == "colocate"
     chips_w, host_w = pool_power_w(acc, layout.accelerators, nodes, busy_fraction, compute_activity, memory_activity)
     full_chips_w, full_host_w = pool_power_w(acc, layout.accelerators, nodes, 1.0, 1.0, 1.0)
     capital = (capex["it"] * capital_recovery_factor(econ.discount_rate_per_year, econ.depreciation_years)
@@ -103,7 +111,8 @@ def pool_costs(pool, econ: Economics, busy_fraction: float, compute_activity: fl
     maintenance = econ.maintenance_fraction_per_year * capex["it"] / HOURS_PER_YEAR
     staff = econ.staff_usd_per_kw_month * it_max_w / 1e3 / HOURS_PER_MONTH
     other = econ.other_opex_fraction_per_year * capex["total"] / HOURS_PER_YEAR
-    opex = maintenance + staff + other
+    colocation = colocation_usd_per_hour(it_max_w, econ) if colocating else 0.0
+    opex = maintenance + staff + other + colocation
     own, own_full = capital + energy + opex, capital + energy_full + opex
     rent = layout.accelerators * rental_rate(acc.key, econ)
     renting = econ.ownership == "rent"
@@ -122,6 +131,7 @@ def pool_costs(pool, econ: Economics, busy_fraction: float, compute_activity: fl
         "maintenance_usd_per_hour": maintenance,
         "staff_usd_per_hour": staff,
         "other_opex_usd_per_hour": other,
+        "colocation_usd_per_hour": colocation,
         "own_cost_usd_per_hour": own,
         "own_full_load_cost_usd_per_hour": own_full,
         "rent_usd_per_hour": rent,
@@ -138,14 +148,68 @@ def _capex(pool, econ: Economics, nodes: float, it_max_w: float) -> dict[str, fl
     accelerators = layout.accelerators * price
     servers = 0.0 if acc.price_includes_server else nodes * acc.server_cost_usd_per_node
     network = nodes * econ.network_capex_usd_per_node
-    facility = econ.facility_capex_usd_per_mw * it_max_w / 1e6
+    # colocation: the provider owns the building, the fee pays for it
+    facility = 0.0 if econ.ownership == "colocate" else econ.facility_capex_usd_per_mw * it_max_w / 1e6
     it = accelerators + servers + network
     return {"accelerators": accelerators, "servers": servers, "network": network, "facility": facility,
             "it": it, "total": it + facility}
 
 
 def _energy_usd_per_hour(it_power_w: float, econ: Economics) -> float:
+    if econ.ownership == "colocate" and econ.colocation_power == "included":
+        return 0.0
     return it_power_w * econ.pue / 1e3 * econ.electricity_usd_per_kwh
+
+
+def colocation_usd_per_hour(it_power_max_w: float, econ: Economics) -> float:
+    """Colocation fee per hour for ``it_power_max_w`` of provisioned IT power (W):
+    $/kW-month x contracted kW (provisioned x ``colocation_contract_ratio``) / 730.5 h."""
+    contracted_kw = it_power_max_w / 1e3 * econ.colocation_contract_ratio
+    return econ.colocation_usd_per_kw_month * contracted_kw / HOURS_PER_MONTH
+
+
+@lru_cache(maxsize=2)
+def finance_catalog(path: Path = FINANCE_CSV) -> pd.DataFrame:
+    """The sourced finance rows of ``fleets/data/finance.csv``, indexed by ``key``:
+    ``value`` (the default), ``low`` and ``high`` (the sensitivity range), ``unit``,
+    ``date``, ``status``, ``source``, ``notes``."""
+    return pd.read_csv(path, dtype={"value": str}).set_index("key")
+
+
+def finance_assumptions(econ: Economics) -> dict[str, object]:
+    """The finance assumptions a cost figure rests on, as planner-CSV columns:
+    ``ownership``, ``discount_rate_per_year``, ``maintenance_fraction_per_year``,
+    ``staff_usd_per_kw_month``, ``colocation_usd_per_kw_month`` (NaN unless
+    colocating), ``colocation_power`` ("" unless colocating)."""
+    colocating = econ.ownership == "colocate"
+    return {
+        "ownership": econ.ownership,
+        "discount_rate_per_year": econ.discount_rate_per_year,
+        "maintenance_fraction_per_year": econ.maintenance_fraction_per_year,
+        "staff_usd_per_kw_month": econ.staff_usd_per_kw_month,
+        "colocation_usd_per_kw_month": econ.colocation_usd_per_kw_month if colocating else float("nan"),
+        "colocation_power": econ.colocation_power if colocating else "",
+    }
+
+
+def finance_line(econ: Economics) -> str:
+    """One line naming the finance assumptions, those at 0 listed as "not charged" (the
+    run report and ``dcsim tco`` print it), e.g. "Finance: ownership own; not charged:
+    cost of capital, maintenance, staff (docs/costs.md)"."""
+    charged, free = [], []
+    if econ.ownership != "rent":
+        for value, name, text in (
+                (econ.discount_rate_per_year, "cost of capital", f"cost of capital {econ.discount_rate_per_year:.1%}/yr"),
+                (econ.maintenance_fraction_per_year, "maintenance",
+                 f"maintenance {econ.maintenance_fraction_per_year:.1%} of IT capex/yr"),
+                (econ.staff_usd_per_kw_month, "staff", f"staff ${econ.staff_usd_per_kw_month:,.2f}/kW-month")):
+            (charged if value > 0 else free).append(text if value > 0 else name)
+    if econ.ownership == "colocate":
+        charged.append(f"colocation ${econ.colocation_usd_per_kw_month:,.2f}/kW-month x "
+                       f"{econ.colocation_contract_ratio:g} of provisioned kW, power {econ.colocation_power}")
+    parts = [f"ownership {econ.ownership}"] + charged
+    tail = f"; not charged: {', '.join(free)} (docs/costs.md)" if free else ""
+    return "Finance: " + ", ".join(parts) + tail
 
 
 def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tuple[float, float]:
@@ -160,7 +224,7 @@ def pool_activities(pool, busy_s: float, flops: float, bytes_moved: float) -> tu
 COST_KEYS = (
     "capex_accelerators_usd capex_servers_usd capex_network_usd capex_facility_usd capex_usd it_power_max_w "
     "it_power_avg_w accelerator_power_avg_w facility_power_avg_w depreciation_usd_per_hour energy_usd_per_hour "
-    "maintenance_usd_per_hour staff_usd_per_hour other_opex_usd_per_hour own_cost_usd_per_hour "
+    "maintenance_usd_per_hour staff_usd_per_hour other_opex_usd_per_hour colocation_usd_per_hour own_cost_usd_per_hour "
     "own_full_load_cost_usd_per_hour rent_usd_per_hour cost_usd_per_hour full_load_cost_usd_per_hour "
     "opex_usd_per_month"
 ).split()

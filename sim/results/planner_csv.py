@@ -9,6 +9,10 @@ Columns (units in the names; plain numbers, no currency strings):
 - ``capex_usd``; ``opex_usd_per_month`` (energy at the simulated mean power plus other
   opex); ``cost_usd_per_hour`` (depreciation + energy + other opex);
   ``depreciation_years``; ``tco_usd`` = capex + opex per month × 12 × depreciation years.
+- the finance assumptions the costs rest on (:func:`sim.models.economics.finance_assumptions`):
+  ``ownership`` (own | rent | colocate), ``discount_rate_per_year``,
+  ``maintenance_fraction_per_year``, ``staff_usd_per_kw_month`` (0 = not charged),
+  ``colocation_usd_per_kw_month`` and ``colocation_power`` (NaN and "" unless colocating).
 - ``empty_slots`` (accelerator slots left in the packed nodes), ``it_energy_kwh_per_day``
   and ``facility_energy_kwh_per_day`` (at the simulated mean power),
   ``output_tokens_per_s_per_mw`` (per provisioned facility MW), ``own_cost_usd_per_hour``
@@ -51,6 +55,7 @@ from typing import Any
 import pandas as pd
 
 from fleets.catalog_io import load_catalog
+from sim.models.economics import finance_assumptions
 from sim.results.qualify import fleet_verdicts, row_verdict
 from sim.results.tables import Results
 
@@ -60,6 +65,8 @@ FLEET_COLUMNS = ("accelerators", "accelerator_count", "nodes", "racks", "capex_u
 # energy and ownership columns (sim.results.metrics.fleet_table), copied as they are
 FLEET_ENERGY_COLUMNS = ("empty_slots", "it_energy_kwh_per_day", "facility_energy_kwh_per_day",
                         "output_tokens_per_s_per_mw", "own_cost_usd_per_hour", "rent_usd_per_hour")
+FINANCE_COLUMNS = ("ownership", "discount_rate_per_year", "maintenance_fraction_per_year", "staff_usd_per_kw_month",
+                   "colocation_usd_per_kw_month", "colocation_power")
 WORKLOAD_METRICS = ("cost_per_request_usd", "cost_per_1m_output_tokens_usd", "slo_attainment", "slo_target",
                     "cost_per_request_own_usd", "cost_per_request_rent_usd", "cost_per_1m_output_tokens_own_usd",
                     "cost_per_1m_output_tokens_rent_usd", "energy_per_request_j", "energy_per_output_token_j",
@@ -90,6 +97,8 @@ def fleet_workload_rows(results: Results) -> pd.DataFrame:
     rows["accelerators_by_type_json"] = rows["fleet"].map(by_type)
     rows["pue"] = results.scenario.economics.pue
     rows["depreciation_years"] = results.scenario.economics.depreciation_years
+    for column, value in finance_assumptions(results.scenario.economics).items():
+        rows[column] = value
     return rows
 
 
@@ -119,6 +128,9 @@ def _planner_row(key: dict, g: pd.DataFrame, headroom: float) -> dict:
     row["cost_usd_per_hour"] = float(first["cost_usd_per_hour"])
     row["depreciation_years"] = float(first["depreciation_years"])
     row["tco_usd"] = row["capex_usd"] + row["opex_usd_per_month"] * MONTHS_PER_YEAR * row["depreciation_years"]
+    for column in FINANCE_COLUMNS:
+        if column in first:
+            row[column] = first[column]
     for column in FLEET_ENERGY_COLUMNS:
         if column in first:
             row[column] = float(first[column])

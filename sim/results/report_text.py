@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from sim.models.economics import finance_line
 from sim.results.qualify import SLO_MISSED, UNSTABLE, fleet_verdicts, row_verdict
 from sim.results.tables import Results
 from sim.workloads import kind_of
@@ -347,13 +348,18 @@ def _energy_lines(fleet: pd.Series) -> list[str]:
     return lines
 
 
+def _wrap(text: str, width: int | None) -> list[str]:
+    """``text`` wrapped to ``width`` (continuation lines indented by 2); one line if None."""
+    return textwrap.wrap(text, width, subsequent_indent="  ") if width else [text]
+
+
 def run_report(results: Results, width: int | None = DEFAULT_WIDTH) -> str:
     """The whole stdout report of ``dcsim run``: scenario line, workloads, fleets, every
     table within ``width`` characters (None: unlimited)."""
     sc = results.scenario
     head = (f"Scenario {sc.name}: seed {sc.seed}, {seconds(sc.duration_s)} of arrivals, "
             f"measured after {seconds(sc.warmup_s)} warm-up, {len(sc.fleets)} fleet(s)")
-    parts = [head]
+    parts = [head + "\n" + "\n".join(_wrap(finance_line(sc.economics), width))]
     summary = results.summary
     for name, wl in sc.workloads.items():
         g = summary[summary["workload"] == name] if "workload" in summary.columns else summary
