@@ -71,6 +71,17 @@ def options_table(q: QuarterPlan) -> str:
     return table(headers, rows, right=[False, True, False, True, True, False, True, False])
 
 
+def _lost(more: float, winner_cost: float, per: str) -> str:
+    """Why an option costing ``more`` $/hour than the chosen one lost. Options are costed
+    with node costs per slot; the fleet is chosen packed (shared nodes), so an option a
+    little cheaper alone can lose once packed with the other workloads' pools."""
+    if abs(more) <= 1e-6:
+        return "ties the chosen option's cost (the chosen one is kept)"
+    if more < 0:
+        return f"{_usd(-more)}/{per} cheaper alone, dearer packed into the fleet"
+    return f"lost on cost: +{_usd(more)}/{per} (+{more / winner_cost:.0%})" if winner_cost > 0 else "lost on cost"
+
+
 def _chip_verdict(acc: str, trials: list, w: WorkloadPlan, winner_cost: float) -> tuple[str, str, str, str, str]:
     """(chip, cheapest passing layout, replicas, $/hour, result) for one chip's trials."""
     passing = [t for t in trials if t.outcome == "meets"]
@@ -78,8 +89,7 @@ def _chip_verdict(acc: str, trials: list, w: WorkloadPlan, winner_cost: float) -
         best = min(passing, key=lambda t: t.cost_usd_per_hour)
         won = w.mix == {acc: w.singles.get(acc)}
         more = best.cost_usd_per_hour - winner_cost
-        result = "winner" if won else (f"lost on cost: +{_usd(more)}/hour (+{more / winner_cost:.0%})"
-                                       if winner_cost > 0 else "lost on cost")
+        result = "winner" if won else _lost(more, winner_cost, "hour")
         return acc, best.layout, str(best.replicas), _usd(best.cost_usd_per_hour), result
     if trials and all(t.outcome == "cannot_hold" for t in trials):
         return acc, MISSING, MISSING, MISSING, f"cannot hold the model: {trials[0].why}"
@@ -114,13 +124,7 @@ def _split_verdict(pair: tuple[str, str], trials: list, w: WorkloadPlan) -> list
         p, d = best.gpus
         more = best.cost_usd_per_hour - w.mix_cost_usd_per_hour
         won = w.mix == best.counts and abs(more) < 1e-6
-        if won:
-            result = "winner"
-        elif more < 1e-6:
-            result = "ties the winner's cost (the co-located option is kept)"
-        else:
-            result = (f"lost on cost: +{_usd(more)}/h (+{more / w.mix_cost_usd_per_hour:.0%})"
-                      if w.mix_cost_usd_per_hour > 0 else "lost on cost")
+        result = "winner" if won else _lost(more, w.mix_cost_usd_per_hour, "h")
         layout = f"{best.prefill_layout} ×{p // best.per_replica[0]} : {best.decode_layout} ×{d // best.per_replica[1]}"
         return [f"{pair[0]} / {pair[1]}", layout, f"{p}:{d}", _usd(best.cost_usd_per_hour), result]
     outcomes = {t.outcome for t in trials}
