@@ -29,9 +29,10 @@ Method (see docs/sweeps-and-planning.md, "Capacity planning", for its limits):
 6. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
 
 A workload listed under ``split:`` is also planned as a split deployment, prefill and
-decode on pools of their own (:mod:`sim.studies.planner_split`: the replicas and the
-accelerator of each side, so the prefill:decode ratio); its cheapest passing split joins
-its options beside the co-located ones in step 5.
+decode on pools of their own: per (prefill, decode) accelerator pair, each side's layout
+and the replicas of each side, so the prefill:decode ratio
+(:mod:`sim.studies.planner_split_layouts` over :mod:`sim.studies.planner_split`); its
+cheapest passing split joins its options beside the co-located ones in step 5.
 
 A growth curve (``growth:``) plans every quarter with the rates scaled. A horizon
 (``horizon_weeks: N``) plans for the demand N weeks ahead: every workload whose arrival
