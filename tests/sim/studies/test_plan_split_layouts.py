@@ -32,7 +32,7 @@ def staircases(draw):
     return steps, (lambda n: fixed + unit_p * n), (lambda n: unit_d * n ** 1.1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(staircases(), st.integers(1, CAP), st.integers(1, CAP))
 def test_the_count_search_finds_the_brute_force_optimum(case, start_p, start_d):
     steps, cost_p, cost_d = case
