@@ -38,7 +38,7 @@ from fleets.fabrics import with_fabric
 from sim.models.kv_transfer import KVEnd, KVLink, kv_link
 from sim.models.perf import PerfModel, StagePerfs
 from sim.ops_plan import OpsPlan, lora_overhead_s, ops_plan, resident_extra_bytes
-from sim.models.speculation import SpecPlan, spec_plan
+from sim.models.speculation import SpecPlan, attach_drafters, spec_plan
 from sim.models.video_parallel import video_perfs, video_scheme
 from sim.scenario import Economics, FleetConfig, PoolConfig, Scenario, fleet_workloads, split_serves
 from sim.workloads import kind_of, picture_shape
@@ -258,6 +258,7 @@ def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog,
     names = list(scenario.workloads)
     fleet_index = scenario.fleets.index(fleet) if fleet in scenario.fleets else 0
     placed = {split_serves(e) for p in fleet.pools for e in p.serves if ":" in e}
+    drafted = frozenset(name for name, stage in placed if stage == "draft")
     pools = []
     for i, cfg in enumerate(fleet.pools):
         where = f"fleets[{fleet_index}] '{fleet.name}' pools[{i}] '{cfg.name}'"
@@ -266,13 +267,15 @@ def build_pools(scenario: Scenario, fleet: FleetConfig, catalog: Catalog,
             where += f" (the verifier pool of workload(s) {', '.join(verifies)})"
         pool = _new_pool(i, cfg, scenario, names, placed)
         if pool.family != "service":
-            _place(pool, catalog, shapes, names, where)
+            _place(pool, catalog, shapes, names, where, drafted)
             pool.ops = ops_plan(cfg, pool.layout, pool.layout.model, list(pool.workloads.values()),
                                 scenario.economics, where)
         elif cfg.operated:
             raise PlacementError(f"{where}: residency, autoscale and failures need a model-serving pool "
                                  f"(autoregressive or step-batched), not a service-time pool")
         pools.append(pool)
+    if drafted:
+        attach_drafters(pools, _kv_end, f"fleets[{fleet_index}] '{fleet.name}'")
     return pools
 
 
@@ -318,6 +321,8 @@ def _new_pool(i: int, cfg: PoolConfig, scenario: Scenario, names: list[str], pla
     sides = {stage for name, stage in map(split_serves, cfg.serves)
              if stage in kind_of(scenario.workloads[name]).split_stages}
     role = next(iter(sides), "")  # one side per pool (sim.scenario._check_split_pool)
+    if any(stage in kind_of(scenario.workloads[name]).helper_stages for name, stage in map(split_serves, cfg.serves)):
+        role = "draft"  # a drafter's pool (sim.scenario: it serves nothing else)
     if role:
         family = kind_of(scenario.workloads[split_serves(cfg.serves[0])[0]]).family
     return PoolPlan(index=i, config=cfg, family=family, workloads=workloads, stages=stages, role=role)
@@ -326,6 +331,11 @@ def _new_pool(i: int, cfg: PoolConfig, scenario: Scenario, names: list[str], pla
 def _pool_models(pool: PoolPlan, catalog: Catalog, where: str) -> list:
     """The main model first, then co-located stage models (deduplicated by key)."""
     models: dict[str, object] = {}
+    if pool.role == "draft":  # the draft model of the workloads it drafts for
+        for wl in pool.workloads.values():
+            key = wl.speculation.draft_model
+            models.setdefault(key, catalog.model(key, where=f"{where} (draft model)"))
+        return list(models.values())
     for w, wl in pool.workloads.items():
         stages = pool.stages.get(w, {"denoise"})
         pipeline = kind_of(wl).stages
@@ -339,7 +349,8 @@ def _pool_models(pool: PoolPlan, catalog: Catalog, where: str) -> list:
     return list(models.values())
 
 
-def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], where: str) -> None:
+def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], where: str,
+           drafted: frozenset = frozenset()) -> None:
     cfg = pool.config
     accelerator = with_fabric(catalog.accelerator(cfg.accelerator, where=f"{where}.accelerator"), cfg.scaleout_fabric)
     models = _pool_models(pool, catalog, where)
@@ -351,7 +362,8 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
         extra_weights += resident_extra_bytes(cfg, main.weight_bytes(cfg.precision), main,
                                               list(pool.workloads.values()), where)
     overhead_s = cfg.iteration_overhead_s + lora_overhead_s(cfg, list(pool.workloads.values()))
-    spec = _speculation(pool, accelerator, main, catalog, where)
+    spec = _speculation(pool, accelerator, main, catalog, where,
+                        drafted=any(names[w] in drafted for w in pool.workloads))
     if spec is not None:
         extra_weights += spec.draft_resident_bytes
     peak_act, worst = _peak_activation(pool, shapes, names)
@@ -410,7 +422,8 @@ def _place(pool: PoolPlan, catalog: Catalog, shapes: dict, names: list[str], whe
     pool.spec = spec
 
 
-def _speculation(pool: PoolPlan, accelerator, model, catalog: Catalog, where: str) -> SpecPlan | None:
+def _speculation(pool: PoolPlan, accelerator, model, catalog: Catalog, where: str,
+                 drafted: bool = False) -> SpecPlan | None:
     """The speculative decoding the pool's workloads run (None when none does).
 
     Raises:
@@ -420,7 +433,7 @@ def _speculation(pool: PoolPlan, accelerator, model, catalog: Catalog, where: st
     for wl in pool.workloads.values():  # distinct settings (a list: an acceptance list is unhashable)
         if getattr(wl, "speculation", None) not in specs:
             specs.append(getattr(wl, "speculation", None))
-    if specs == [None]:
+    if specs == [None] or pool.role == "draft":
         return None
     if len(specs) > 1:
         raise PlacementError(f"{where}: its workloads ({', '.join(str(w.model) for w in pool.workloads.values())}) "
@@ -432,6 +445,8 @@ def _speculation(pool: PoolPlan, accelerator, model, catalog: Catalog, where: st
                          cfg.kv_precision, cfg.attention_precision, ep=cfg.ep)
     except LayoutError:
         return None  # the target's own layout error: place_pool reports it, naming the pool
+    if drafted:  # its drafter runs on a pool of its own: attached once every pool is placed (_attach_drafters)
+        return SpecPlan(specs[0], perf, None, 0.0)
     try:
         return spec_plan(specs[0], perf, lambda key: catalog.model(key, where=f"{where} (draft model)"),
                          cfg.iteration_overhead_s)

@@ -360,6 +360,7 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
         raise ValueError(f"{at}.workloads: fleet '{fleet.name}' lists unknown workload(s) {unknown}; workloads are: {known}")
     served: set[str] = set()
     split: dict[str, dict[str, list[PoolConfig]]] = {}  # workload -> side -> pools (prefill/decode)
+    helpers: dict[tuple[str, str], list[str]] = {}  # (workload, helper stage) -> pools running it
     for p, pool in enumerate(fleet.pools):
         main = []
         for entry in pool.serves:
@@ -371,7 +372,7 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                 )
             if stage is not None:
                 kind = kind_of(scenario.workloads[name])
-                allowed = [a for a in kind.stages if a != "denoise"] + list(kind.split_stages)
+                allowed = [a for a in kind.stages if a != "denoise"] + list(kind.split_stages) + list(kind.helper_stages)
                 if stage not in allowed:
                     raise ValueError(
                         f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves '{entry}': stage '{stage}' of a "
@@ -380,6 +381,16 @@ def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:
                     )
                 if stage in kind.split_stages:
                     split.setdefault(name, {}).setdefault(stage, []).append(pool)
+                if stage in kind.helper_stages:
+                    try:
+                        kind.check_helper(name, scenario.workloads[name], stage)
+                    except ValueError as err:
+                        raise ValueError(f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}': {err}") from None
+                    helpers.setdefault((name, stage), []).append(pool.name)
+                    if len(helpers[name, stage]) > 1 or len(pool.serves) > 1:
+                        raise ValueError(
+                            f"{at}.pools.{p}.serves: fleet '{fleet.name}' pool '{pool.name}' serves {pool.serves}: one "
+                            f"pool per fleet runs '{entry}' ({helpers[name, stage]}), and it serves nothing else")
             else:
                 main.append(name)
                 served.add(name)

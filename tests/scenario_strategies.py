@@ -308,6 +308,30 @@ def scenarios(draw, tmp_path, families=("ar", "dlm", "picture", "service"), max_
     }
 
 
+@st.composite
+def remote_drafters(draw, data: dict) -> dict:
+    """``data`` (a scenario of :func:`scenarios`) with every autoregressive workload
+    speculating with one draft model on a pool of its own (``<name>:draft``, any of the
+    GPUs, over a fabric of the catalog), as many draft replicas as target replicas or
+    fewer (a drafter paired with several targets)."""
+    k = draw(st.integers(1, 8))
+    values = st.sampled_from([0.0, 0.3, 0.7, 0.9, 1.0])
+    spec = {"method": "draft_model", "draft_tokens": k, "draft_model": "llama-3-8b",
+            "acceptance": draw(st.one_of(values, st.lists(values, min_size=k, max_size=k)))}
+    pools = data["fleets"][0]["pools"]
+    for name, wl in data["workloads"].items():
+        if wl["kind"] != "autoregressive":
+            continue
+        wl["speculation"] = dict(spec)
+        wl.pop("best_of_k", None)
+        served = [p for p in pools if any(e.split(":")[0] == name and not e.endswith(":draft") for e in p["serves"])]
+        targets = sum(p["replicas"] for p in served)
+        pools.append({"name": f"draft-{name}", "accelerator": draw(st.sampled_from(GPUS)),
+                      "serves": [f"{name}:draft"], "replicas": draw(st.integers(max(1, targets // 2), targets)),
+                      "scaleout_fabric": draw(st.sampled_from(["ib-ndr-400", "eth-100"]))})
+    return data
+
+
 SQUEEZE = "_squeeze"  # marks a pool to get just over the least memory it can be placed with
 
 

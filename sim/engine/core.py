@@ -147,6 +147,9 @@ def run_fleet(
         0 if sink is not None else _id_space(demand, plan.names),
         None if sink is None else (lambda cols, shares: sink(frames.requests(cols), frames.shares(shares))),
     )
+    if any(p.spec is not None and p.spec.remote is not None for p in plan.pools):  # sim.models.speculation
+        outcomes.drafted = tuple(-1 if p.spec is None or p.spec.remote is None else p.spec.remote.pool_index
+                                 for p in plan.pools)
     first_id = 0
     for w, name in enumerate(plan.names):
         if name in routes:

@@ -97,6 +97,7 @@ class Outcomes:
         self._ints, self._floats = self._int_buffer, self._float_buffer  # typed views of them, compiled
         self._reasons: list[str] = []
         self._shares: list[tuple] = []
+        self.drafted: tuple = ()  # per pool index: the pool drafting for it (a drafter on its own pool), else -1
         self._written = None
         self._table = None
         if sink is None:
@@ -154,11 +155,15 @@ class Outcomes:
         floats[f + 13] = req.prefill_flops_saved
         self._reasons.append(req.reason)
         self._n = n + 1
-        if req.pool_shares:
-            before = 0.0
+        draft = self.drafted[req.cur_pool] if self.drafted and req.cur_pool >= 0 else -1
+        if req.pool_shares or draft >= 0:
+            before = last = 0.0
             for index, cumulative in req.pool_shares + ((req.cur_pool, req.share_s),):
                 self._shares.append((req.id, index, cumulative - before))
+                last = cumulative - before
                 before = cumulative
+            if draft >= 0:  # its drafter's pool, billed in proportion to its replica-seconds on the target
+                self._shares.append((req.id, draft, last))
         if self._n >= CHUNK_ROWS:
             self.flush()
 

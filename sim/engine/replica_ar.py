@@ -93,7 +93,7 @@ from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
 PREFILL, DECODE = 1, 2
 SPEC_DEN = GROWTH_DEN  # a C constant when compiled (replica_ar.pxd)
-ROLES = {"": 0, "prefill": PREFILL, "decode": DECODE}
+ROLES = {"": 0, "prefill": PREFILL, "decode": DECODE, "draft": 0}  # draft: never routed to (its work is in its targets' steps)
 
 
 class ARReplica(TimerDriven):
@@ -775,6 +775,8 @@ class ARReplica(TimerDriven):
         else:
             t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
+            if self.spec.remote is not None:
+                self._draft_mixed(new_tokens, new_sq, n_decode, context, 0.0)
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
@@ -806,6 +808,8 @@ class ARReplica(TimerDriven):
         else:
             t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
+            if self.spec.remote is not None:
+                self._draft_mixed(new_tokens, new_sq, n_decode, context, cached)
         if host:  # blocks promoted from host memory: copied layer by layer under the iteration's compute
             copy_s = host * self.perf.kv_bytes_per_token / self.host_bytes_per_s
             if copy_s > t:
@@ -813,6 +817,19 @@ class ARReplica(TimerDriven):
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
+
+    def _draft_mixed(self, new_tokens: float, new_sq: float, n_decode: int, context: float, cached: float) -> None:
+        """A mixed iteration starting now with the drafter on a pool of its own: that pool
+        prefills the new prompts and drafts for the decoders (accounted as it starts)."""
+        prefill, forwards, d_flops, d_bytes = self.spec.remote_mixed(new_tokens, new_sq, n_decode, context, cached)
+        self._draft_account(self.env.now, prefill + forwards, d_flops, d_bytes, context)
+
+    def _draft_account(self, t0: float, busy: float, flops: float, bytes_moved: float, context: float) -> None:
+        """Add ``busy`` seconds from ``t0`` of the drafter's work to its pool's statistics
+        (:mod:`sim.models.speculation`: a remote drafter has no events of its own)."""
+        remote = self.spec.remote
+        hbm = remote.perf.weight_bytes + remote.perf.kv_bytes_per_token * context
+        self.run.account(self.run.pools[remote.pool_index].stats, t0, t0 + busy, flops, bytes_moved, hbm)
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
@@ -869,10 +886,14 @@ class ARReplica(TimerDriven):
                 flops += perf.linear_flops_per_token * b * n + perf.attn_flops_per_pair * contexts
                 bytes_moved += perf.weight_bytes_read(b) * n + perf.kv_bytes_per_token * contexts
             else:
-                spec_flops, spec_bytes = self.spec.stretch_work(b, self._seg_context0 + b * self.spec.growth * j0, n)
+                context = self._seg_context0 + b * self.spec.growth * j0
+                spec_flops, spec_bytes = self.spec.stretch_work(b, context, n)
                 flops += spec_flops
                 bytes_moved += spec_bytes
                 hbm += self.spec.draft_resident_bytes
+                if self.spec.remote is not None:  # the drafter's pool: busy for these steps' draft forwards
+                    busy, d_flops, d_bytes = self.spec.remote_stretch(b, context, n)
+                    self._draft_account(self._decode_from, busy, d_flops, d_bytes, context)
         self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
 
     def settle(self) -> None:

@@ -6,7 +6,7 @@ from sim.models.perf cimport DecodeLine
 
 
 cdef class SpecPlan:
-    cdef public object spec, acceptance, perf, draft, _lines
+    cdef public object spec, acceptance, perf, draft, _lines, remote
     cdef public Py_ssize_t k, growth_num
     cdef public double tokens_per_step, growth, draft_resident_bytes, draft_kv_bytes_per_token, lin, attn, kv, d_lin, d_attn
 

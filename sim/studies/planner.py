@@ -29,9 +29,10 @@ Method (see docs/sweeps-and-planning.md, "Capacity planning", for its limits):
 6. The chosen fleet (all workloads together) is simulated again with ``verify_seed``.
 
 A workload listed under ``split:`` is also planned as a split deployment, prefill and
-decode on pools of their own (:mod:`sim.studies.planner_split`: the replicas and the
-accelerator of each side, so the prefill:decode ratio); its cheapest passing split joins
-its options beside the co-located ones in step 5.
+decode on pools of their own: per (prefill, decode) accelerator pair, each side's layout
+and the replicas of each side, so the prefill:decode ratio
+(:mod:`sim.studies.planner_split_layouts` over :mod:`sim.studies.planner_split`); its
+cheapest passing split joins its options beside the co-located ones in step 5.
 
 A growth curve (``growth:``) plans every quarter with the rates scaled. A horizon
 (``horizon_weeks: N``) plans for the demand N weeks ahead: every workload whose arrival
@@ -172,10 +173,11 @@ def load_plan(path: str | Path) -> PlanSpec:
     if repeated:
         raise UserError(f"{path}: candidates: {repeated} listed twice; one candidate per accelerator type")
     for i, cand in enumerate(spec.candidates):
-        unknown = sorted(set(cand.layouts) - set(spec.demand))
+        sided = {f"{w}:{side}" for w in spec.split for side in ("prefill", "decode")}
+        unknown = sorted(set(cand.layouts) - set(spec.demand) - sided)
         if unknown:
-            raise UserError(f"{path}: candidates.{i}.layouts: {unknown} are not workloads of the demand; "
-                            f"workloads: {sorted(spec.demand)}")
+            raise UserError(f"{path}: candidates.{i}.layouts: {unknown} are not workloads of the demand "
+                            f"nor sides of a split workload; allowed: {sorted(set(spec.demand) | sided)}")
         scenario_data(spec, spec.demand, {name: {cand.accelerator: 1} for name in spec.demand}, spec.seed, str(path))
     _check_split(spec, path)
     quarters = [q.quarter for q in spec.growth or []]
@@ -496,6 +498,7 @@ class QuarterPlan:
     planner: pd.DataFrame = field(default_factory=pd.DataFrame)
     verified: pd.DataFrame = field(default_factory=pd.DataFrame)
     layout_trials: list = field(default_factory=list)  # sim.studies.planner_layouts.LayoutTrial
+    split_trials: list = field(default_factory=list)  # sim.studies.planner_split_layouts.SplitTrial
 
     @property
     def plan(self) -> dict[str, Counts]:
@@ -532,9 +535,12 @@ def scaled_demand(spec: PlanSpec, quarter: Quarter | None) -> dict[str, dict]:
 
 
 def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int],
-                  warm: dict[str, "WorkloadSearch"] | None = None) -> WorkloadPlan:
+                  warm: dict[str, "WorkloadSearch"] | None = None, split=None) -> WorkloadPlan:
     """Cheapest pools for one workload (raises UserError when no type can meet it).
-    ``warm``: per chip, a search at the same layout whose single-type results are reused."""
+    ``warm``: per chip, a search at the same layout whose single-type results are reused;
+    ``split``: the split deployment's layout search already run
+    (:class:`sim.studies.planner_split_layouts.SplitLayoutResult`; None: search the
+    split's counts at the candidates' layouts)."""
     search = WorkloadSearch(spec, name, workload, budget)
     for acc, done in (warm or {}).items():
         search.cache.update({k: v for k, v in done.cache.items() if len(k) == 1 and k[0][0] == acc})
@@ -543,7 +549,7 @@ def plan_workload(spec: PlanSpec, name: str, workload: dict, budget: list[int],
         raise UserError(f"plan: no candidate accelerator can hold workload '{name}': {reasons}")
     singles = {a: search.single(a) for a in search.types}
     feasible = {a: n for a, n in singles.items() if n is not None}
-    splits, split_costs = _plan_splits(spec, name, search)
+    splits, split_costs = (split.splits, split.costs) if split is not None else _plan_splits(spec, name, search)
     if not feasible and not splits:
         raise UserError(f"plan: workload '{name}' misses its SLO even with "
                         f"{spec.search.max_replicas_per_type} replicas of every candidate")
@@ -590,6 +596,7 @@ def _accelerators_per_replica(spec: PlanSpec, workload: str, accelerator: str, r
 def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanResult:
     """Plan every quarter (or the demand as given), then verify each plan by simulation."""
     from sim.studies.planner_layouts import search_layouts
+    from sim.studies.planner_split_layouts import search_split_layouts
 
     budget = [spec.search.max_simulations]
     quarters = []
@@ -598,14 +605,19 @@ def run_plan(spec: PlanSpec, log: Callable[[str], None] | None = None) -> PlanRe
         label = quarter.quarter if quarter else f"week{spec.horizon_weeks:g}" if spec.horizon_weeks else "now"
         demand = scaled_demand(spec, quarter)
         spec_q, trials, plans = spec, [], []
+        split_trials: list = []
         for name, wl in demand.items():
-            warm = None
+            warm, split = None, None
             if spec.search.layouts:
                 spec_q, found, warm = search_layouts(spec_q, name, wl, budget, deadline, WorkloadSearch, pool_fields)
                 trials += found
-            plans.append(plan_workload(spec_q, name, wl, budget, warm))
+                if name in spec.split:
+                    split = search_split_layouts(spec_q, name, wl, budget, deadline, WorkloadSearch, pool_fields,
+                                                 dense_pool_cost)
+                    spec_q, split_trials = split.spec, split_trials + split.trials
+            plans.append(plan_workload(spec_q, name, wl, budget, warm, split))
         q = _quarter(spec_q, label, demand, plans)
-        q.layout_trials = trials
+        q.layout_trials, q.split_trials = trials, split_trials
         if log:
             log(f"{label}: planned {len(plans)} workload(s); verifying with seed {_verify_seed(spec)}")
         quarters.append(q)

@@ -71,6 +71,17 @@ def options_table(q: QuarterPlan) -> str:
     return table(headers, rows, right=[False, True, False, True, True, False, True, False])
 
 
+def _lost(more: float, winner_cost: float, per: str) -> str:
+    """Why an option costing ``more`` $/hour than the chosen one lost. Options are costed
+    with node costs per slot; the fleet is chosen packed (shared nodes), so an option a
+    little cheaper alone can lose once packed with the other workloads' pools."""
+    if abs(more) <= 1e-6:
+        return "ties the chosen option's cost (the chosen one is kept)"
+    if more < 0:
+        return f"{_usd(-more)}/{per} cheaper alone, dearer packed into the fleet"
+    return f"lost on cost: +{_usd(more)}/{per} (+{more / winner_cost:.0%})" if winner_cost > 0 else "lost on cost"
+
+
 def _chip_verdict(acc: str, trials: list, w: WorkloadPlan, winner_cost: float) -> tuple[str, str, str, str, str]:
     """(chip, cheapest passing layout, replicas, $/hour, result) for one chip's trials."""
     passing = [t for t in trials if t.outcome == "meets"]
@@ -78,8 +89,7 @@ def _chip_verdict(acc: str, trials: list, w: WorkloadPlan, winner_cost: float) -
         best = min(passing, key=lambda t: t.cost_usd_per_hour)
         won = w.mix == {acc: w.singles.get(acc)}
         more = best.cost_usd_per_hour - winner_cost
-        result = "winner" if won else (f"lost on cost: +{_usd(more)}/hour (+{more / winner_cost:.0%})"
-                                       if winner_cost > 0 else "lost on cost")
+        result = "winner" if won else _lost(more, winner_cost, "hour")
         return acc, best.layout, str(best.replicas), _usd(best.cost_usd_per_hour), result
     if trials and all(t.outcome == "cannot_hold" for t in trials):
         return acc, MISSING, MISSING, MISSING, f"cannot hold the model: {trials[0].why}"
@@ -103,6 +113,61 @@ def layouts_text(w: WorkloadPlan, trials: list) -> str:
     body = table(["chip", "cheapest layout meeting SLO", "replicas", "$/hour full load", "result"], rows,
                  right=[False, False, True, True, False])
     return "\n".join([head, body, *textwrap.wrap(f"tried: {tried}", DEFAULT_WIDTH - 2, subsequent_indent="  ")])
+
+
+def _split_verdict(pair: tuple[str, str], trials: list, w: WorkloadPlan) -> list[str]:
+    """[prefill / decode chips, cheapest layouts and counts, GPUs, $/hour, result] of one
+    chip pair's split trials."""
+    passing = [t for t in trials if t.outcome == "meets"]
+    if passing:
+        best = min(passing, key=lambda t: t.cost_usd_per_hour)
+        p, d = best.gpus
+        more = best.cost_usd_per_hour - w.mix_cost_usd_per_hour
+        won = w.mix == best.counts and abs(more) < 1e-6
+        result = "winner" if won else _lost(more, w.mix_cost_usd_per_hour, "h")
+        layout = f"{best.prefill_layout} ×{p // best.per_replica[0]} : {best.decode_layout} ×{d // best.per_replica[1]}"
+        return [f"{pair[0]} / {pair[1]}", layout, f"{p}:{d}", _usd(best.cost_usd_per_hour), result]
+    outcomes = {t.outcome for t in trials}
+    if outcomes <= {"cannot_hold"}:
+        why = "cannot hold the model (below)"
+    elif outcomes <= {"cannot_hold", "side_alone"}:
+        why = "a side alone misses the SLO (below)"
+    elif "budget" in outcomes and not outcomes & {"slo_missed", "cannot_beat"}:
+        why = "not searched: budget spent"
+    else:
+        why = f"SLO missed up to max replicas in {sum(t.outcome != 'pruned' for t in trials)} layout pair(s)"
+    return [f"{pair[0]} / {pair[1]}", MISSING, MISSING, MISSING, why]
+
+
+def split_text(w: WorkloadPlan, trials: list) -> str:
+    """Per (prefill, decode) chip pair: the cheapest split meeting the SLO ("prefill TP2
+    fp8 ×6 : decode TP4 fp8 ×2"), its prefill:decode GPUs and full-load $/hour, and the
+    winner or why the pair lost; then every layout pair tried and its outcome (what was
+    pruned, and why)."""
+    pairs = list(dict.fromkeys(t.pair for t in trials))
+    rows = [_split_verdict(pair, [t for t in trials if t.pair == pair], w) for pair in pairs]
+    head = (f"{w.name}: split search per chip pair (prefill and decode layouts, then the cheapest "
+            "prefill:decode replicas meeting the SLO)")
+    body = table(["prefill / decode chip", "cheapest passing split p : d", "GPUs p:d",
+                  "$/h full load", "result"],
+                 rows, right=[False, False, True, True, False])
+    lines = [head, body]
+    for pair in pairs:
+        lines += textwrap.wrap(_tried(pair, [t for t in trials if t.pair == pair]), DEFAULT_WIDTH - 2,
+                               subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def _tried(pair: tuple[str, str], trials: list) -> str:
+    """One chip pair's layout pairs in words: each searched one with its outcome, the ones
+    pruned on cost (one replica per side already no cheaper than the pair's best) as a list."""
+    simulated = [f"{t.label()}: {t.why}" for t in trials if t.outcome != "pruned"]
+    pruned = [f"{t.prefill_layout} : {t.decode_layout}" for t in trials if t.outcome == "pruned"]
+    text = f"tried {pair[0]} prefill / {pair[1]} decode ({len(trials)} layout pairs): " + "; ".join(simulated)
+    if pruned:
+        text += (f"; pruned unsimulated, 1 : 1 replicas already no cheaper than the best ({len(pruned)}): "
+                 + ", ".join(pruned))
+    return text
 
 
 def _counts_of(w: WorkloadPlan, counts: dict) -> str:
@@ -140,6 +205,9 @@ def quarter_text(q: QuarterPlan) -> str:
         trials = [t for t in q.layout_trials if t.workload == w.name]
         if trials:
             lines.append(_indent(layouts_text(w, trials)))
+        split = [t for t in q.split_trials if t.workload == w.name]
+        if split:
+            lines.append(_indent(split_text(w, split)))
     table_ = q.planner.set_index("fleet")
     plan = table_.loc["plan"]
     lines.append(

@@ -161,6 +161,7 @@ class Autoregressive(WorkloadKind):
     family = "ar"
     model_kinds = ("autoregressive",)
     split_stages = SPLIT_STAGES
+    helper_stages = ("draft",)
     has_ttft = True
     has_tpot = True
     per_token = True
@@ -172,6 +173,15 @@ class Autoregressive(WorkloadKind):
         if wl.speculation is not None and wl.best_of_k > 1:
             raise ValueError(f"workloads.{name}.speculation: speculative decoding of best_of_k > 1 branches is not "
                              f"modelled; set best_of_k: 1 or leave speculation out")
+
+    def check_helper(self, name: str, wl, stage: str) -> None:
+        """A ``<name>:draft`` pool runs the draft model of ``speculation.method: draft_model``
+        (:mod:`sim.models.speculation`, a drafter on a pool of its own)."""
+        spec = wl.speculation
+        if spec is None or spec.method != "draft_model":
+            raise ValueError(f"a pool serving '{name}:{stage}' runs the draft model of speculative decoding, but "
+                             f"workloads.{name}.speculation.method is "
+                             f"{'not set' if spec is None else repr(spec.method)}; allowed: draft_model")
 
     def draw(self, wl, shapes, rows, draws, default_steps) -> None:
         """Lengths (:func:`draw_lengths`); under speculation, the verification steps each

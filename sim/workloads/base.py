@@ -114,6 +114,9 @@ class WorkloadKind:
         split_stages: the sides of a split deployment (autoregressive: ``prefill`` and
             ``decode``): a fleet either serves the whole workload on its pools or places
             every one of these on pools of their own, each pool one side.
+        helper_stages: work a pool of its own may do for the workload without serving it
+            (autoregressive: ``draft``, the drafter of speculative decoding on its own pool);
+            :meth:`check_helper` says whether the workload's settings allow it.
         has_ttft: it reports a first output token (TTFT, output tokens/s per request).
         has_tpot: its tokens stream one by one after the first (TPOT).
         per_token: its output is text tokens: costed per 1M output tokens, energy per
@@ -130,6 +133,7 @@ class WorkloadKind:
     model_kinds: ClassVar[tuple[str, ...]] = ()
     stages: ClassVar[tuple[str, ...]] = ()
     split_stages: ClassVar[tuple[str, ...]] = ()
+    helper_stages: ClassVar[tuple[str, ...]] = ()
     has_ttft: ClassVar[bool] = False
     has_tpot: ClassVar[bool] = False
     per_token: ClassVar[bool] = False
@@ -157,6 +161,10 @@ class WorkloadKind:
     def check(self, name: str, wl) -> None:
         """Cross-field checks of one workload's config (ValueError, message starting with
         the field path)."""
+
+    def check_helper(self, name: str, wl, stage: str) -> None:
+        """Whether a pool may run helper stage ``stage`` (one of :attr:`helper_stages`) of
+        workload ``name`` (ValueError naming the field otherwise)."""
 
     # --- demand ---------------------------------------------------------------------
     def default_steps(self, wl, catalog) -> int | None:

@@ -24,7 +24,7 @@ from data_files import require_scenario_data
 from engine_builds import SourceEngine, digest
 from hypothesis import given
 from hypothesis import strategies as st
-from scenario_strategies import diff_settings, placeable, scenarios, squeeze
+from scenario_strategies import diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 import sim
 
@@ -93,6 +93,21 @@ def test_generated_scenarios_are_byte_identical_in_both_builds(source_engine, tm
 def test_generated_scenarios_are_byte_identical_in_both_builds_smoke(source_engine, tmp_path_factory, data):
     """The fast loop's share of the 200 generated scenarios (the slow test draws the rest)."""
     check_both_builds(source_engine, tmp_path_factory, data)
+
+
+@diff_settings(6)
+@given(data=st.data())
+def test_remote_drafter_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+    """A draft model on a pool of its own (its step folded into the target's closed form,
+    its busy time accounted by the target replica) in both builds."""
+    _require_compiled()
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=1))
+    scenario = data.draw(remote_drafters(base))
+    squeeze(scenario)
+    if not placeable(scenario):
+        return
+    scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
+    assert digest(scenario) == source_engine.digest(scenario)
 
 
 def _dcsim(args: list[str], pure: bool) -> subprocess.CompletedProcess:

@@ -29,7 +29,7 @@ import pytest
 from fast_exact import assert_modes_agree
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
-from scenario_strategies import diff_settings, placeable, scenarios, squeeze
+from scenario_strategies import diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 
 def check(data: dict) -> None:
@@ -49,6 +49,7 @@ def check(data: dict) -> None:
         ("KV cache handed to a decode pool", "decode_pool" in req and (req["decode_pool"] != "").any()),
         ("a decode side full (queued for KV room)", "decode_queue_s" in req and (req["decode_queue_s"] > 0).any()),
         ("speculative verification steps", "tokens_per_step" in req and req["tokens_per_step"].notna().any()),
+        ("a drafter on a pool of its own", any(":draft" in e for p in data["fleets"][0]["pools"] for e in p["serves"])),
     ):
         if happened:
             event(label)
@@ -106,3 +107,21 @@ def test_split_and_speculative_scenarios_agree_smoke(tmp_path_factory, data):
 def test_generated_scenarios_agree_smoke(tmp_path_factory, data):
     """The unmarked fast-loop version: a few mixed scenarios per run."""
     check(data.draw(scenarios(tmp_path_factory.mktemp("trace"), max_workloads=2)))
+
+
+@pytest.mark.slow
+@diff_settings(80)
+@given(data=st.data())
+def test_remote_drafter_scenarios_agree(tmp_path_factory, data):
+    """Every autoregressive workload drafts with a draft model on a pool of its own
+    (sim.models.speculation.RemoteDraft), served whole or split, some under KV pressure."""
+    pressure = data.draw(st.booleans())
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2, pressure=pressure))
+    check(data.draw(remote_drafters(base)))
+
+
+@diff_settings(6)
+@given(data=st.data())
+def test_remote_drafter_scenarios_agree_smoke(tmp_path_factory, data):
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=1))
+    check(data.draw(remote_drafters(base)))

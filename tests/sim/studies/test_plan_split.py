@@ -51,7 +51,10 @@ def test_the_planner_plans_each_decode_type_with_a_prefill_pool(tmp_path):
     path.write_text(yaml.safe_dump(PLAN, sort_keys=False))
     result = run_plan(load_plan(path))
     plan = result.quarters[0].workloads[0]
-    assert set(plan.splits) == {("h100-sxm", "h100-sxm"), ("h100-sxm", "h200")}
+    trials = result.quarters[0].split_trials
+    assert {t.pair for t in trials} == {("h100-sxm", "h100-sxm"), ("h100-sxm", "h200")}
+    assert {t.pair for t in trials if t.outcome == "meets"} == {("h100-sxm", "h100-sxm"), ("h100-sxm", "h200")}
+    assert len(plan.splits) == 1  # the cheapest pair's split, at its layouts, competes with co-located
     for (p_acc, d_acc), counts in plan.splits.items():
         assert set(counts) == {f"prefill:{p_acc}", f"decode:{d_acc}"} and min(counts.values()) >= 1
         assert plan.split_costs[p_acc, d_acc] > 0
