@@ -322,7 +322,10 @@ class ARReplica(TimerDriven):
         if not self._busy:
             self._busy = True
             self._wake = self.env.now
-            self._start_timer_at(self._wake)  # same-instant arrivals join one admission
+            if self.role == PREFILL and self.run.arrival_alone and pool.gate is None and self._alone_now():
+                self._boundary()  # what the wake-up timer at now would do, one event sooner
+            else:
+                self._start_timer_at(self._wake)  # same-instant arrivals join one admission
         elif (self._cuttable and len(self.waiting) == 1
               and self.n_running + self.n_loading + req.branches <= self.max_batch):
             block = self.block
@@ -333,6 +336,17 @@ class ARReplica(TimerDriven):
                     - math.ceil((self.sum_offsets + self.n_running * self._kv(self.iters)) / block))
             if need <= free - self.watermark_blocks:
                 self._cut()
+
+    def _alone_now(self) -> bool:
+        """Nothing else is due at this instant: SimPy's queue holds no event at ``now``
+        (the replica clock keeps an entry at or before its earliest timer, so a replica
+        timer due now would show). A prefill replica woken by an arrival then starts its
+        iteration at once instead of by a timer at ``now``: the timer would have fired next,
+        with nothing between it and the arrival, so every instant and order is the same
+        (the arrival feed tells whether another arrival of its workload comes at this
+        instant: ``run.arrival_alone``)."""
+        queue = self.env._queue  # noqa: SLF001
+        return not queue or queue[0][0] > self.env._now  # noqa: SLF001
 
     # --- iteration boundaries ------------------------------------------------------
     def _boundary(self) -> None:
