@@ -321,7 +321,7 @@ class ARReplica(TimerDriven):
             index.changed(self.index)
         if not self._busy:
             self._busy = True
-            self._wake = self.env.now
+            self._wake = self.env._now
             if self.role == PREFILL and self.run.arrival_alone and pool.gate is None and self._alone_now():
                 self._boundary()  # what the wake-up timer at now would do, one event sooner
             else:
@@ -359,7 +359,7 @@ class ARReplica(TimerDriven):
         n = self.n_running
         preempted = ((self.sum_offsets + n * self._kv(self.iters)) / self.block + n > self.cap_blocks - self.pinned
                      and self._preempt_if_needed())
-        if self.loading and self.loading[0][0] <= self.env.now:
+        if self.loading and self.loading[0][0] <= self.env._now:
             self._join()
         admitted = [] if preempted or not self.waiting else self._admit()
         if admitted or self.n_running:
@@ -373,7 +373,7 @@ class ARReplica(TimerDriven):
     def _finish_completed(self) -> None:
         if self.prefix is not None and self.prefix.lru:  # the batch changes: the running KV's room first
             self._cache_trim()
-        heap, now, freed = self.heap, self.env.now, False
+        heap, now, freed = self.heap, self.env._now, False
         while heap.next_done() <= self.iters:  # NO_COMPLETION when empty
             seq = heap.first_seq()
             req = heap.pop()
@@ -573,14 +573,15 @@ class ARReplica(TimerDriven):
         instant known now, when the prefill replica will let its copy go."""
         self.pinned += need
         self.n_loading += 1
-        now = self.env.now
+        now = self.env._now
         pool = self.pool
         link = pool.kv_in[req.kv_src_pool]
-        done = link.done_at_s(req.prompt_tokens, now, req.prefill_at_s, req.kv_ready_at_s, pool.layerwise[req.workload])
+        done, moved, transfer = link.hand_over(req.prompt_tokens, now, req.prefill_at_s, req.kv_ready_at_s,
+                                               pool.layerwise[req.workload])
         req.kv_done_at_s = done
         req.decode_queue_s = now - req.kv_ready_at_s if now > req.kv_ready_at_s else 0.0
-        req.kv_transfer_bytes = link.bytes_of(req.prompt_tokens)
-        req.kv_transfer_s = link.transfer_s(req.prompt_tokens)
+        req.kv_transfer_bytes = moved
+        req.kv_transfer_s = transfer
         req.handoffs = 1  # the summary's hand-off columns: one transfer, and the wait for decode room
         req.handoff_s = req.kv_transfer_s
         req.handoff_wait_s = req.decode_queue_s
@@ -591,7 +592,7 @@ class ARReplica(TimerDriven):
         """Decode side: the requests whose KV cache has arrived join the running batch
         (their reserved blocks become theirs; no prefill: they decode from their second
         token)."""
-        now = self.env.now
+        now = self.env._now
         while self.loading and self.loading[0][0] <= now:
             req = heappop(self.loading)[2]
             req.kv_remote = 0
@@ -628,7 +629,7 @@ class ARReplica(TimerDriven):
 
     def _release_done(self) -> None:
         """Prefill side: free the blocks of every transfer that has ended."""
-        now = self.env.now
+        now = self.env._now
         while self.releases and self.releases[0][0] <= now:
             self.pinned -= heappop(self.releases)[2]
 
@@ -637,7 +638,7 @@ class ARReplica(TimerDriven):
         first token; a one-token request is done, the others keep their KV cache here
         (pinned) until it has moved and go to the decode router, now (``at_handoff``) or
         already at the prefill's start (``at_prefill``, :meth:`_send_early`)."""
-        pool, now, freed = self.pool, self.env.now, False
+        pool, now, freed = self.pool, self.env._now, False
         for req in admitted:
             self._remove_running(req)
             self.outstanding -= 1
@@ -665,7 +666,7 @@ class ARReplica(TimerDriven):
         """Prefill side, at the start of a prefill iteration ending at ``end``: mark where
         the KV cache is computed and when it is complete; with ``at_prefill`` the decode
         replica is chosen now, so it can reserve blocks while the prefill runs."""
-        pool, now = self.pool, self.env.now
+        pool, now = self.pool, self.env._now
         for req in admitted:
             req.prefill_at_s = now
             req.kv_ready_at_s = end
@@ -699,7 +700,7 @@ class ARReplica(TimerDriven):
         """Start the iterations until the next boundary: the mixed iteration that prefills
         ``admitted`` (if any), then, in fast mode, decode iterations up to the first
         completion, KV exhaustion or admissible waiting request, as one timer."""
-        perf, heap, now = self.perf, self.heap, self.env.now
+        perf, heap, now = self.perf, self.heap, self.env._now
         t_mixed = 0.0
         if admitted:
             t_mixed = self._mixed_cost(admitted)
@@ -830,7 +831,7 @@ class ARReplica(TimerDriven):
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
-        self._cut_at(self.env.now)
+        self._cut_at(self.env._now)
         self._cuttable = False
 
     def _cut_at(self, at: float) -> None:
@@ -887,7 +888,7 @@ class ARReplica(TimerDriven):
                 flops += spec_flops
                 bytes_moved += spec_bytes
                 hbm += self.spec.draft_resident_bytes
-        self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
+        self.run.account(self.pool.stats, self._start, self.env._now if end is None else end, flops, bytes_moved, hbm)
 
     def settle(self) -> None:
         """The run stops now (the drain ran out): account for the iterations of the run in
@@ -896,7 +897,7 @@ class ARReplica(TimerDriven):
         if not self._inflight or not self._timer_pending():
             return
         j0, n = self._in_j0, self._in_n
-        now = self.env.now
+        now = self.env._now
         if self._admitted and self._anchor >= now:  # inside the mixed iteration
             self._inflight = False
             self._stop_timer()
