@@ -62,7 +62,9 @@ once (:meth:`sim.models.kv_transfer.KVLink.done_at_s`), after which the request 
 batch at the first boundary, decoding from its second token with no prefill. No event
 is spent on the transfer itself: the decode replica plans its runs to end at the first
 boundary at or after the earliest transfer's end, and the prefill replica frees the held
-blocks at its first boundary after it (waking for it when it waits for room).
+blocks at its first boundary after it (waking for it when it waits for room). An idle
+prefill replica that an arrival wakes starts at once when nothing else is due at that
+instant (:meth:`ARReplica._alone_now`), not by a wake-up timer at ``now``.
 
 A reservation is made when the request arrives if nothing waits before it, a slot is
 free and its blocks fit beside the running sequences' KV cache *at their next
