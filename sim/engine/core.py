@@ -272,6 +272,7 @@ class _ArrivalFeed:
 
     def __init__(self, run: RunContext, w: int, first_id: int, d, entry, workload, outcomes: Outcomes):
         self.env = run.env
+        self.run = run
         self.w = w
         self.planner = entry if isinstance(entry, JourneyPlanner) else None
         self.routers = run.routers
@@ -333,7 +334,10 @@ class _ArrivalFeed:
                     req.prefix = self.prefix[i]
                 self.arrived(req)
                 if self.planner is None:
+                    # the next arrival of this feed is later (one at a window's end may not be)
+                    self.run.arrival_alone = i + 1 < n and times[i + 1] > now
                     self.router.dispatch(req)
+                    self.run.arrival_alone = False
                 else:
                     if self.draws is not None:
                         req.draws = tuple(map(tuple, self.draws[i].tolist()))

@@ -4,7 +4,8 @@ from sim.engine.request cimport Request
 
 
 cdef class Outcomes:
-    cdef public object sink, _ids, live, _reasons, _shares, _written, _table, _share_parts, drafted
+    cdef public object sink, _ids, live, _reasons, _written, _table, _share_parts, drafted
+    cdef public object _share_ids, _share_pools, _share_s
     cdef public object _int_buffer, _float_buffer
     cdef long long[::1] _ints
     cdef double[::1] _floats

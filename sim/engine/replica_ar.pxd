@@ -36,6 +36,7 @@ cdef class ARReplica(TimerDriven):
     cpdef _remove_running(self, Request req)
     @cython.locals(index=_MinIndex)
     cpdef submit(self, Request req)
+    cpdef bint _alone_now(self)
     cpdef _boundary(self)
     @cython.locals(victim=Request)
     cpdef bint _preempt_if_needed(self)

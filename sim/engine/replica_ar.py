@@ -62,7 +62,9 @@ once (:meth:`sim.models.kv_transfer.KVLink.done_at_s`), after which the request 
 batch at the first boundary, decoding from its second token with no prefill. No event
 is spent on the transfer itself: the decode replica plans its runs to end at the first
 boundary at or after the earliest transfer's end, and the prefill replica frees the held
-blocks at its first boundary after it (waking for it when it waits for room).
+blocks at its first boundary after it (waking for it when it waits for room). An idle
+prefill replica that an arrival wakes starts at once when nothing else is due at that
+instant (:meth:`ARReplica._alone_now`), not by a wake-up timer at ``now``.
 
 A reservation is made when the request arrives if nothing waits before it, a slot is
 free and its blocks fit beside the running sequences' KV cache *at their next
@@ -321,8 +323,11 @@ class ARReplica(TimerDriven):
             index.changed(self.index)
         if not self._busy:
             self._busy = True
-            self._wake = self.env.now
-            self._start_timer_at(self._wake)  # same-instant arrivals join one admission
+            self._wake = self.env._now
+            if self.role == PREFILL and self.run.arrival_alone and pool.gate is None and self._alone_now():
+                self._boundary()  # what the wake-up timer at now would do, one event sooner
+            else:
+                self._start_timer_at(self._wake)  # same-instant arrivals join one admission
         elif (self._cuttable and len(self.waiting) == 1
               and self.n_running + self.n_loading + req.branches <= self.max_batch):
             block = self.block
@@ -333,6 +338,17 @@ class ARReplica(TimerDriven):
                     - math.ceil((self.sum_offsets + self.n_running * self._kv(self.iters)) / block))
             if need <= free - self.watermark_blocks:
                 self._cut()
+
+    def _alone_now(self) -> bool:
+        """Nothing else is due at this instant: SimPy's queue holds no event at ``now``
+        (the replica clock keeps an entry at or before its earliest timer, so a replica
+        timer due now would show). A prefill replica woken by an arrival then starts its
+        iteration at once instead of by a timer at ``now``: the timer would have fired next,
+        with nothing between it and the arrival, so every instant and order is the same
+        (the arrival feed tells whether another arrival of its workload comes at this
+        instant: ``run.arrival_alone``)."""
+        queue = self.env._queue  # noqa: SLF001
+        return not queue or queue[0][0] > self.env._now  # noqa: SLF001
 
     # --- iteration boundaries ------------------------------------------------------
     def _boundary(self) -> None:
@@ -345,7 +361,7 @@ class ARReplica(TimerDriven):
         n = self.n_running
         preempted = ((self.sum_offsets + n * self._kv(self.iters)) / self.block + n > self.cap_blocks - self.pinned
                      and self._preempt_if_needed())
-        if self.loading and self.loading[0][0] <= self.env.now:
+        if self.loading and self.loading[0][0] <= self.env._now:
             self._join()
         admitted = [] if preempted or not self.waiting else self._admit()
         if admitted or self.n_running:
@@ -359,7 +375,7 @@ class ARReplica(TimerDriven):
     def _finish_completed(self) -> None:
         if self.prefix is not None and self.prefix.lru:  # the batch changes: the running KV's room first
             self._cache_trim()
-        heap, now, freed = self.heap, self.env.now, False
+        heap, now, freed = self.heap, self.env._now, False
         while heap.next_done() <= self.iters:  # NO_COMPLETION when empty
             seq = heap.first_seq()
             req = heap.pop()
@@ -559,14 +575,15 @@ class ARReplica(TimerDriven):
         instant known now, when the prefill replica will let its copy go."""
         self.pinned += need
         self.n_loading += 1
-        now = self.env.now
+        now = self.env._now
         pool = self.pool
         link = pool.kv_in[req.kv_src_pool]
-        done = link.done_at_s(req.prompt_tokens, now, req.prefill_at_s, req.kv_ready_at_s, pool.layerwise[req.workload])
+        done, moved, transfer = link.hand_over(req.prompt_tokens, now, req.prefill_at_s, req.kv_ready_at_s,
+                                               pool.layerwise[req.workload])
         req.kv_done_at_s = done
         req.decode_queue_s = now - req.kv_ready_at_s if now > req.kv_ready_at_s else 0.0
-        req.kv_transfer_bytes = link.bytes_of(req.prompt_tokens)
-        req.kv_transfer_s = link.transfer_s(req.prompt_tokens)
+        req.kv_transfer_bytes = moved
+        req.kv_transfer_s = transfer
         req.handoffs = 1  # the summary's hand-off columns: one transfer, and the wait for decode room
         req.handoff_s = req.kv_transfer_s
         req.handoff_wait_s = req.decode_queue_s
@@ -577,7 +594,7 @@ class ARReplica(TimerDriven):
         """Decode side: the requests whose KV cache has arrived join the running batch
         (their reserved blocks become theirs; no prefill: they decode from their second
         token)."""
-        now = self.env.now
+        now = self.env._now
         while self.loading and self.loading[0][0] <= now:
             req = heappop(self.loading)[2]
             req.kv_remote = 0
@@ -614,7 +631,7 @@ class ARReplica(TimerDriven):
 
     def _release_done(self) -> None:
         """Prefill side: free the blocks of every transfer that has ended."""
-        now = self.env.now
+        now = self.env._now
         while self.releases and self.releases[0][0] <= now:
             self.pinned -= heappop(self.releases)[2]
 
@@ -623,7 +640,7 @@ class ARReplica(TimerDriven):
         first token; a one-token request is done, the others keep their KV cache here
         (pinned) until it has moved and go to the decode router, now (``at_handoff``) or
         already at the prefill's start (``at_prefill``, :meth:`_send_early`)."""
-        pool, now, freed = self.pool, self.env.now, False
+        pool, now, freed = self.pool, self.env._now, False
         for req in admitted:
             self._remove_running(req)
             self.outstanding -= 1
@@ -651,7 +668,7 @@ class ARReplica(TimerDriven):
         """Prefill side, at the start of a prefill iteration ending at ``end``: mark where
         the KV cache is computed and when it is complete; with ``at_prefill`` the decode
         replica is chosen now, so it can reserve blocks while the prefill runs."""
-        pool, now = self.pool, self.env.now
+        pool, now = self.pool, self.env._now
         for req in admitted:
             req.prefill_at_s = now
             req.kv_ready_at_s = end
@@ -685,7 +702,7 @@ class ARReplica(TimerDriven):
         """Start the iterations until the next boundary: the mixed iteration that prefills
         ``admitted`` (if any), then, in fast mode, decode iterations up to the first
         completion, KV exhaustion or admissible waiting request, as one timer."""
-        perf, heap, now = self.perf, self.heap, self.env.now
+        perf, heap, now = self.perf, self.heap, self.env._now
         t_mixed = 0.0
         if admitted:
             t_mixed = self._mixed_cost(admitted)
@@ -833,7 +850,7 @@ class ARReplica(TimerDriven):
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
-        self._cut_at(self.env.now)
+        self._cut_at(self.env._now)
         self._cuttable = False
 
     def _cut_at(self, at: float) -> None:
@@ -894,7 +911,7 @@ class ARReplica(TimerDriven):
                 if self.spec.remote is not None:  # the drafter's pool: busy for these steps' draft forwards
                     busy, d_flops, d_bytes = self.spec.remote_stretch(b, context, n)
                     self._draft_account(self._decode_from, busy, d_flops, d_bytes, context)
-        self.run.account(self.pool.stats, self._start, self.env.now if end is None else end, flops, bytes_moved, hbm)
+        self.run.account(self.pool.stats, self._start, self.env._now if end is None else end, flops, bytes_moved, hbm)
 
     def settle(self) -> None:
         """The run stops now (the drain ran out): account for the iterations of the run in
@@ -903,7 +920,7 @@ class ARReplica(TimerDriven):
         if not self._inflight or not self._timer_pending():
             return
         j0, n = self._in_j0, self._in_n
-        now = self.env.now
+        now = self.env._now
         if self._admitted and self._anchor >= now:  # inside the mixed iteration
             self._inflight = False
             self._stop_timer()

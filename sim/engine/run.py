@@ -52,6 +52,9 @@ class RunContext:
         self.window_end_s = window_end_s
         self.outstanding = 0
         self.arrivals_done = False
+        # set by an arrival feed around one dispatch: no other arrival of its workload comes
+        # at the same instant (a prefill replica may then start at once: ARReplica.submit)
+        self.arrival_alone = False
         self.drained = self.env.event()
         self.outcomes = None
         self.routers: list = []

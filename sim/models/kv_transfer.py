@@ -103,6 +103,21 @@ class KVLink:
         return self.latency_s + max(start + wire, prefill_end_s + wire / layers)
 
 
+    def hand_over(self, tokens: int, ready_at_s: float, prefill_start_s: float, prefill_end_s: float,
+                  layerwise: bool) -> tuple[float, float, float]:
+        """(:meth:`done_at_s`, :meth:`bytes_of`, :meth:`transfer_s`) of one request in one
+        call, the same expressions (the decode side reserves once per request)."""
+        moved = tokens * self.bytes_per_token
+        wire = moved / (self.lanes * self.bw_bytes_per_s)
+        if not layerwise:
+            done = max(ready_at_s, prefill_end_s) + self.latency_s + wire
+        else:
+            layers = max(self.layers, 1)
+            start = max(ready_at_s, prefill_start_s + (prefill_end_s - prefill_start_s) / layers)
+            done = self.latency_s + max(start + wire, prefill_end_s + wire / layers)
+        return done, moved, self.latency_s + wire
+
+
 def kv_link(source: KVEnd, target: KVEnd, model: Model, kv_precision: str) -> KVLink:
     """The link the KV cache of ``model`` (stored at ``kv_precision``) takes from a replica
     laid out as ``source`` to one laid out as ``target`` (module docstring).

@@ -203,8 +203,12 @@ class Autoregressive(WorkloadKind):
         if beyond_context(pool, tokens):
             return "exceeds_max_context"
         if getattr(pool, "role", "") == "prefill":
-            fits = kv_fits(pool, req.prompt_tokens, req.branches) and any(
-                kv_fits(d, tokens, req.branches) for d in pool.decode_pools[req.workload])
+            fits = False
+            if kv_fits(pool, req.prompt_tokens, req.branches):  # a loop, not any(generator): once per arrival
+                for d in pool.decode_pools[req.workload]:
+                    if kv_fits(d, tokens, req.branches):
+                        fits = True
+                        break
         else:
             fits = kv_fits(pool, tokens, req.branches)
         return "" if fits else "exceeds_kv_capacity"

@@ -110,3 +110,24 @@ def test_the_decode_router_picks_a_pool_that_can_hold_the_request(tmp_path):
                              extra=[big])).requests
     assert (rows["status"] == "completed").all()
     assert (rows["decode_pool"] == "decode-big").all()
+
+
+def test_an_idle_prefill_replica_batches_the_prompts_that_arrive_at_one_instant(tmp_path):
+    """An arrival alone at its instant starts an idle prefill replica at once (no wake-up
+    timer, ARReplica.submit); two arrivals at one instant are still prefilled together, in
+    one iteration, as the timer at that instant did: their first tokens come together and
+    later after arrival than the lone request's (two prompts take longer than one)."""
+    path = tmp_path / "pairs.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2023-11-16 18:00:00.0000000,2000,50\n"
+                    "2023-11-16 18:00:00.3137000,2000,50\n"
+                    "2023-11-16 18:00:00.3137000,2000,50\n")
+    sc = scenario({"kind": "trace", "path": str(path), "format": "azure_csv"}, decode_memory=0.9,
+                  choice="at_prefill")
+    rows = simulate(sc).requests.sort_values("request_id")
+    assert (rows["status"] == "completed").all()
+    lone, a, b = (rows.iloc[i] for i in range(3))
+    assert lone["admitted_at_s"] == lone["arrival_at_s"] and a["admitted_at_s"] == a["arrival_at_s"]
+    assert a["admitted_at_s"] == b["admitted_at_s"] and a["first_token_at_s"] == b["first_token_at_s"]
+    lone_ttft = lone["first_token_at_s"] - lone["arrival_at_s"]
+    assert a["first_token_at_s"] - a["arrival_at_s"] > 1.5 * lone_ttft

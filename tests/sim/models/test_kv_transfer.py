@@ -105,6 +105,11 @@ def test_layerwise_overlap_by_hand():
     # reserved after the prefill: the whole cache goes then
     assert link.done_at_s(prompt, 11.0, p0, p1, True) == pytest.approx(11.0 + wire + alpha)
     assert link.done_at_s(prompt, 9.0, p0, p1, False) == pytest.approx(p1 + wire + alpha)
+    # the engine's one call per reservation: the same three figures, to the bit
+    for ready, layerwise in ((9.0, True), (11.0, True), (9.0, False)):
+        assert link.hand_over(prompt, ready, p0, p1, layerwise) == (
+            link.done_at_s(prompt, ready, p0, p1, layerwise), link.bytes_of(prompt), link.transfer_s(prompt))
+    assert link.hand_over(prompt, 11.0, p0, p1, True)[0] == pytest.approx(11.0 + wire + alpha)
 
 
 def split_scenario(decode_choice: str, kv_transfer: str, prompt: int = 1500, output: int = 3):
