@@ -67,7 +67,7 @@ cdef class ARReplica(TimerDriven):
     cpdef double _mixed_cost(self, list admitted)
     @cython.locals(r=Request, c=Py_ssize_t, m=Py_ssize_t, host=Py_ssize_t, copy_s=double)
     cpdef double _mixed_cost_cached(self, list admitted)
-    @cython.locals(hit=Py_ssize_t)
+    @cython.locals(hit=Py_ssize_t, usable=Py_ssize_t)
     cpdef _cache_admit(self, Request req)
     @cython.locals(usable=Py_ssize_t)
     cpdef _cache_commit(self, Request req)

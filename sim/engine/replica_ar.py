@@ -87,7 +87,7 @@ from sim.models.perf import (
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from fleets.storage import tier
-from sim.engine.prefix_cache import PrefixCache
+from sim.engine.prefix_cache import HOST, PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -290,8 +290,9 @@ class ARReplica(TimerDriven):
 
     def _remove_running(self, req: Request) -> None:
         if req.cache_held:
-            self.prefix.release(req.prefix, req.cache_held)
+            self.prefix.release(req.cache_slots, req.cache_held)
             req.cache_held = 0
+            req.cache_slots = None
         w = req.branches
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
@@ -357,7 +358,7 @@ class ARReplica(TimerDriven):
         self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
-        if self.prefix is not None and self.prefix.lru:  # the batch changes: the running KV's room first
+        if self.prefix is not None and self.prefix.evictable:  # the batch changes: the running KV's room first
             self._cache_trim()
         heap, now, freed = self.heap, self.env.now, False
         while heap.next_done() <= self.iters:  # NO_COMPLETION when empty
@@ -396,7 +397,7 @@ class ARReplica(TimerDriven):
             return False
         if self.blocks_used(self.iters) <= cap:
             return False
-        if self.prefix is not None and self.prefix.lru:
+        if self.prefix is not None and self.prefix.evictable:
             self._cache_trim()
         running = sorted([(seq, req) for seq, req in self.heap.entries() if req.run_seq == seq])  # seqs are unique
         keep = 0 if self.pinned else 1  # pinned blocks: the reserved requests will run
@@ -449,7 +450,7 @@ class ARReplica(TimerDriven):
                 free = self.cap_blocks - self.pinned - self.blocks_used(self.iters) - self.watermark_blocks
             if need > free:
                 break
-            if not admitted and not reserved and self.prefix is not None and self.prefix.lru:
+            if not admitted and not reserved and self.prefix is not None and self.prefix.evictable:
                 self._cache_trim()  # the batch changes here: the running KV's room first
             self.waiting.popleft()
             free -= need
@@ -475,10 +476,13 @@ class ARReplica(TimerDriven):
         keys = req.prefix
         hit = 0
         if keys:
-            hit = self.prefix.hit_blocks(keys, self.prefix.usable(keys, req.prompt_tokens))
-            req.cache_host = self.prefix.acquire(keys, hit)
+            usable = self.prefix.usable(keys, req.prompt_tokens)
+            if usable:
+                req.cache_slots = slots = self.prefix.new_slots(usable)
+                hit = self.prefix.acquire(keys, slots, usable)
+            req.cache_host = self.prefix.moved_from(HOST) if hit else 0
         req.cache_hit = req.cache_held = hit
-        if self.prefix.lru:
+        if self.prefix.evictable:
             self._cache_trim()
 
     def _cache_trim(self) -> None:
@@ -490,7 +494,7 @@ class ARReplica(TimerDriven):
         boundaries sees the same cache in both modes."""
         room = self.cap_blocks - self.pinned
         n = self.n_running
-        pages = len(self.prefix.lru) * self.prefix.pages_per_block
+        pages = self.prefix.evictable * self.prefix.pages_per_block
         if pages <= room - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n):
             return
         self.prefix.trim_pages(room - self.blocks_used(self.iters))
@@ -505,7 +509,7 @@ class ARReplica(TimerDriven):
         if not keys:
             return
         usable = self.prefix.usable(keys, req.prompt_tokens)
-        self.prefix.commit(keys, req.cache_hit, usable)
+        self.prefix.commit(keys, req.cache_slots, req.cache_hit, usable)  # usable 0: no slots, the capacity kept
         req.cache_held = usable
 
     def _cache_first(self, req: Request, end: float) -> None:
