@@ -42,18 +42,27 @@ from array import array
 HOST, SSD = 1, 2
 """The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
 _LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
+_W = 4  # a slot's fields in ``st``: references, tier, previous and next slot in its list
+_REF, _TIER, _PREV, _NEXT = 0, 1, 2, 3
+_EMPTY = -1  # a free entry of the key table
+_LOW31, _LOW32, _GOLDEN = 0x7FFFFFFF, 0xFFFFFFFF, 2654435761  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)
 
 
 class PrefixCache:
     """The cached blocks of one replica (module docstring).
 
-    Every block held has a slot: ``where`` maps its key to the slot, and C arrays hold per
-    slot its key, references (running requests holding it; only an HBM block is
-    referenced), tier (0 HBM, :data:`HOST`, :data:`SSD`) and its links in the
-    least-recently-used list of its tier (doubly linked, circular through the sentinel
-    slots 0..2: slot t heads list t; list 0 holds the evictable HBM blocks). So a lookup
-    is one dictionary probe, and a touch, an eviction or a demotion a few C integer
-    moves; free slots are chained through ``nxt``.
+    Every block held has a slot. Its key maps to the slot in an open-addressing table
+    (``table``: pairs of int64 (key, slot), linear probing, at most half full; a key's
+    first probe is a multiplicative hash of it; deletion shifts the entries behind back,
+    so no tombstones), and ``st`` holds per slot, in ``_W`` consecutive C ints, its
+    references (running requests holding it; only an HBM block is referenced), its tier
+    (0 HBM, :data:`HOST`, :data:`SSD`) and its links in the least-recently-used list of
+    its tier (doubly linked, circular through the sentinel slots 0..2: slot t heads list
+    t; list 0 holds the evictable HBM blocks); ``skey`` its key. So a lookup is about one
+    probe of one cache line, and a touch, an eviction or a demotion a few C integer moves,
+    with no Python object per block (a dict of this size per replica cost two cache
+    misses per probe and a reallocation of its table every few thousand insertions).
+    Free slots are chained through their next link.
 
     With ``holders`` (a pool's ``{key: bitmask of its replicas holding the block}``, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
@@ -68,9 +77,9 @@ class PrefixCache:
         ssd_blocks: blocks held on local SSD; 0: no SSD tier.
     """
 
-    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "where", "key", "ref", "tier",
-                 "prev", "nxt", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders",
-                 "bit", "nbit", "_zero")
+    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
+                 "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders", "bit",
+                 "nbit", "_zero")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0) -> None:
@@ -78,7 +87,6 @@ class PrefixCache:
         self.pages_per_block = pages_per_block
         self.capacity_blocks = capacity_blocks
         self.cap = -1 if capacity_blocks is None else capacity_blocks
-        self.where: dict = {}  # key -> slot
         self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per list: most blocks (list 0: unused)
         self.count = array("q", [0] * _LISTS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
         self.moved = array("q", [0] * _LISTS)  # per lower tier: blocks the last acquire promoted from it
@@ -86,15 +94,16 @@ class PrefixCache:
         self.evictable = 0  # unreferenced HBM blocks
         self.free = -1  # first free slot (-1: none)
         self.size = 0
-        self.key: list = []  # per slot: its key (the request's own int object: dropping allocates none)
+        self.skey = array("q")
+        self.st = array("i")
         self._zero = array("i", [0])
-        self.ref = array("i")
-        self.tier = array("i")
-        self.prev = array("i")
-        self.nxt = array("i")
         self._grow()
         for t in range(_LISTS):  # the sentinels: empty circular lists
-            self.prev[t] = self.nxt[t] = t
+            self.st[_W * t + _PREV] = self.st[_W * t + _NEXT] = t
+        self.tused = 0
+        self.tmask = 127
+        self.tshift = 32 - 7
+        self.table = array("q", [_EMPTY]) * (2 * 128)
         self.holders = None
         self.bit = 0
         self.nbit = -1
@@ -105,46 +114,113 @@ class PrefixCache:
         self.bit = 1 << position
         self.nbit = ~self.bit
 
+    # --- the key table -----------------------------------------------------------------
+    def _home(self, key: int) -> int:
+        """A key's first probe: the top bits of the low 32 bits of its low 31 bits times
+        2**32 / φ (Knuth's multiplicative hash; below 2**63, so C and Python agree)."""
+        return (((key & _LOW31) * _GOLDEN) & _LOW32) >> self.tshift
+
+    def find(self, key: int) -> int:
+        """The slot of ``key``; -1 if not held."""
+        table, mask = self.table, self.tmask
+        i = self._home(key)
+        while True:
+            k = table[2 * i]
+            if k == key:
+                return table[2 * i + 1]
+            if k == _EMPTY:
+                return -1
+            i = (i + 1) & mask
+
+    def _put(self, key: int, slot: int) -> None:
+        """Map ``key`` (not held) to ``slot``."""
+        if 2 * (self.tused + 1) > self.tmask + 1:
+            self._rehash(2 * (self.tmask + 1))
+        table, mask = self.table, self.tmask
+        i = self._home(key)
+        while table[2 * i] != _EMPTY:
+            i = (i + 1) & mask
+        table[2 * i] = key
+        table[2 * i + 1] = slot
+        self.tused += 1
+
+    def _erase(self, key: int) -> None:
+        """Unmap ``key`` (held): the entries behind it in its probe run move back to keep
+        every key reachable from its home."""
+        table, mask = self.table, self.tmask
+        i = self._home(key)
+        while table[2 * i] != key:
+            i = (i + 1) & mask
+        j = i
+        while True:
+            j = (j + 1) & mask
+            k = table[2 * j]
+            if k == _EMPTY:
+                break
+            h = self._home(k)
+            if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
+                continue  # its home lies between the hole and it: it stays
+            table[2 * i] = k
+            table[2 * i + 1] = table[2 * j + 1]
+            i = j
+        table[2 * i] = _EMPTY
+        self.tused -= 1
+
+    def _rehash(self, buckets: int) -> None:
+        old, n = self.table, self.tmask + 1
+        self.table = array("q", [_EMPTY]) * (2 * buckets)
+        self.tmask = buckets - 1
+        self.tshift = 32 - (buckets.bit_length() - 1)
+        self.tused = 0
+        for i in range(n):
+            if old[2 * i] != _EMPTY:
+                self._put(old[2 * i], old[2 * i + 1])
+
+    # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
         """Twice the slots (at least 64), the new ones free: new arrays, never resized in
         place (the compiled build holds typed views of them)."""
         old = self.size
         size = max(64, 2 * old)
-        ref, tier = array("i", [0]) * size, array("i", [0]) * size
-        prev, nxt = array("i", [0]) * size, array("i", [0]) * size
+        st = array("i", [0]) * (_W * size)
+        skey = array("q", [0]) * size
+        for i in range(_W * old):
+            st[i] = self.st[i]
         for i in range(old):
-            ref[i], tier[i], prev[i], nxt[i] = self.ref[i], self.tier[i], self.prev[i], self.nxt[i]
+            skey[i] = self.skey[i]
         for i in range(old, size - 1):
-            nxt[i] = i + 1
-        nxt[size - 1] = self.free
+            st[_W * i + _NEXT] = i + 1
+        st[_W * (size - 1) + _NEXT] = self.free
         self.free = old if old >= _LISTS else _LISTS  # slots below _LISTS are the sentinels
-        self.key.extend([None] * (size - old))
-        self.ref, self.tier, self.prev, self.nxt = ref, tier, prev, nxt
+        self.st, self.skey = st, skey
         self.size = size
 
     def _unlink(self, s: int) -> None:
-        p, n = self.prev[s], self.nxt[s]
-        self.nxt[p] = n
-        self.prev[n] = p
+        st = self.st
+        p, n = st[_W * s + _PREV], st[_W * s + _NEXT]
+        st[_W * p + _NEXT] = n
+        st[_W * n + _PREV] = p
 
     def _push_back(self, t: int, s: int) -> None:
         """``s`` becomes the most recent block of list ``t``."""
-        last = self.prev[t]
-        self.nxt[last] = s
-        self.prev[s] = last
-        self.nxt[s] = t
-        self.prev[t] = s
+        st = self.st
+        last = st[_W * t + _PREV]
+        st[_W * last + _NEXT] = s
+        st[_W * s + _PREV] = last
+        st[_W * s + _NEXT] = t
+        st[_W * t + _PREV] = s
 
     def _new_slot(self, key: int) -> int:
         """A slot for ``key``, referenced once in HBM."""
         if self.free < 0:
             self._grow()
         s = self.free
-        self.free = self.nxt[s]
-        self.key[s] = key
-        self.ref[s] = 1
-        self.tier[s] = 0
-        self.where[key] = s
+        st = self.st
+        self.free = st[_W * s + _NEXT]
+        st[_W * s + _REF] = 1
+        st[_W * s + _TIER] = 0
+        self.skey[s] = key
+        self._put(key, s)
         holders = self.holders
         if holders is not None:
             holders[key] = holders.get(key, 0) | self.bit
@@ -152,8 +228,8 @@ class PrefixCache:
 
     def _drop(self, s: int) -> None:
         """Forget slot ``s`` (unlinked): its block leaves the replica."""
-        key = self.key[s]
-        del self.where[key]
+        key = self.skey[s]
+        self._erase(key)
         holders = self.holders
         if holders is not None:
             rest = holders[key] & self.nbit
@@ -161,9 +237,10 @@ class PrefixCache:
                 holders[key] = rest
             else:
                 del holders[key]
-        self.nxt[s] = self.free
+        self.st[_W * s + _NEXT] = self.free
         self.free = s
 
+    # --- the cache ---------------------------------------------------------------------
     def usable(self, keys: tuple, prompt_tokens: int) -> int:
         """How many of ``keys`` a prompt of ``prompt_tokens`` can cache: its whole blocks
         short of its last token."""
@@ -175,9 +252,8 @@ class PrefixCache:
 
     def hit_blocks(self, keys: tuple, usable: int) -> int:
         """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only)."""
-        where = self.where
         n = 0
-        while n < usable and keys[n] in where:
+        while n < usable and self.find(keys[n]) >= 0:
             n += 1
         return n
 
@@ -185,33 +261,39 @@ class PrefixCache:
         """A zeroed ``array("i")`` of ``usable`` entries: a request's slots (:meth:`acquire`)."""
         return self._zero * usable
 
+    def _take(self, s: int, count_moved: bool) -> None:
+        """Reference slot ``s``: an unreferenced block leaves its list (a lower tier's is
+        promoted to HBM, counted in ``moved`` when ``count_moved``)."""
+        st = self.st
+        if st[_W * s + _REF]:
+            st[_W * s + _REF] += 1
+            return
+        self._unlink(s)
+        t = st[_W * s + _TIER]
+        if t:
+            self.count[t] -= 1
+            if count_moved:
+                self.moved[t] += 1
+            st[_W * s + _TIER] = 0
+        else:
+            self.evictable -= 1
+        st[_W * s + _REF] = 1
+        self.n_refd += 1
+
     def acquire(self, keys: tuple, slots, usable: int) -> int:
         """A request was admitted: reference the longest run of ``keys[:usable]`` present
         (its hit, returned), their slots written to ``slots[:hit]``. Blocks found in a
         lower tier are promoted to HBM; ``moved[t]``: how many from tier t."""
-        where, ref, tier, count, moved = self.where, self.ref, self.tier, self.count, self.moved
         for t in range(1, _LISTS):
-            moved[t] = 0
+            self.moved[t] = 0
         n = 0
         while n < usable:
-            s = where.get(keys[n], -1)
+            s = self.find(keys[n])
             if s < 0:
                 break
             slots[n] = s
             n += 1
-            if ref[s]:
-                ref[s] += 1
-                continue
-            self._unlink(s)
-            t = tier[s]
-            if t:
-                count[t] -= 1
-                moved[t] += 1
-                tier[s] = 0
-            else:
-                self.evictable -= 1
-            ref[s] = 1
-            self.n_refd += 1
+            self._take(s, True)
         return n
 
     def moved_from(self, t: int) -> int:
@@ -226,12 +308,12 @@ class PrefixCache:
         while t < _LISTS:
             cap = tier_cap[t]
             if cap > 0:
-                self.tier[s] = t
+                self.st[_W * s + _TIER] = t
                 self._push_back(t, s)
                 count[t] += 1
                 if count[t] <= cap:
                     return
-                s = self.nxt[t]  # the tier's least recent block moves on
+                s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
                 self._unlink(s)
                 count[t] -= 1
             t += 1
@@ -239,7 +321,7 @@ class PrefixCache:
 
     def _evict_oldest(self) -> None:
         """Evict the least recently used evictable HBM block (demoted: :meth:`_demote`)."""
-        s = self.nxt[0]
+        s = self.st[_NEXT]  # list 0's head
         self._unlink(s)
         self.evictable -= 1
         self._demote(s, HOST)
@@ -249,25 +331,14 @@ class PrefixCache:
         cache, referenced (a block another request computed meanwhile is shared; one in a
         lower tier is replaced by the HBM copy), their slots written to ``slots``; then
         evict down to the capacity."""
-        where, ref, tier, count = self.where, self.ref, self.tier, self.count
         for i in range(hit, usable):
             key = keys[i]
-            s = where.get(key, -1)
+            s = self.find(key)
             if s < 0:
                 s = self._new_slot(key)
                 self.n_refd += 1
-            elif ref[s]:
-                ref[s] += 1
             else:
-                self._unlink(s)
-                t = tier[s]
-                if t:
-                    count[t] -= 1
-                    tier[s] = 0
-                else:
-                    self.evictable -= 1
-                ref[s] = 1
-                self.n_refd += 1
+                self._take(s, False)
             slots[i] = s
         cap = self.cap
         if cap >= 0:
@@ -278,11 +349,11 @@ class PrefixCache:
         """The request left the replica: drop its references to the blocks of
         ``slots[:held]``, last block first; unreferenced blocks become the most recently
         used evictable ones."""
-        ref = self.ref
+        st = self.st
         for i in range(held - 1, -1, -1):
             s = slots[i]
-            ref[s] -= 1
-            if not ref[s]:
+            st[_W * s + _REF] -= 1
+            if not st[_W * s + _REF]:
                 self.n_refd -= 1
                 self.evictable += 1
                 self._push_back(0, s)
