@@ -12,7 +12,8 @@ cdef class PrefixCache:
     cdef long long[::1] table, skey, tier_cap, count, moved
     cdef int[::1] st
     cdef object _zero
-    cpdef index_into(self, dict holders, Py_ssize_t position)
+    @cython.locals(i=Py_ssize_t)
+    cpdef index_into(self, dict holders, object position)  # a Python int: the bit can pass bit 63
     cdef inline Py_ssize_t _home(self, long long key)
     @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
     cpdef Py_ssize_t find(self, long long key)
@@ -35,7 +36,7 @@ cdef class PrefixCache:
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
     @cython.locals(n=Py_ssize_t)
-    cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable)
+    cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
     cpdef new_slots(self, Py_ssize_t usable)
     @cython.locals(st='int[::1]', t=Py_ssize_t)
     cdef inline void _take(self, Py_ssize_t s, bint count_moved)

@@ -109,10 +109,15 @@ class PrefixCache:
         self.nbit = -1
 
     def index_into(self, holders: dict, position: int) -> None:
-        """Report this replica's blocks in ``holders`` as bit ``position`` (class docstring)."""
+        """Report this replica's blocks in ``holders`` as bit ``position`` (class docstring),
+        those held now included."""
         self.holders = holders
         self.bit = 1 << position
         self.nbit = ~self.bit
+        for i in range(self.tmask + 1):
+            key = self.table[2 * i]
+            if key != _EMPTY:
+                holders[key] = holders.get(key, 0) | self.bit
 
     # --- the key table -----------------------------------------------------------------
     def _home(self, key: int) -> int:
@@ -250,9 +255,10 @@ class PrefixCache:
         n //= self.block_tokens
         return n if n < len(keys) else len(keys)
 
-    def hit_blocks(self, keys: tuple, usable: int) -> int:
-        """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only)."""
-        n = 0
+    def hit_blocks(self, keys: tuple, usable: int, start: int = 0) -> int:
+        """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
+        the first ``start`` known to be."""
+        n = start
         while n < usable and self.find(keys[n]) >= 0:
             n += 1
         return n
