@@ -209,26 +209,34 @@ class Router:
             replicas = self.pools[slot].replicas
             if not replicas:
                 continue
-            seen = 0
+            out, pos = self.indexes[slot].top()  # the least outstanding replica
+            seen = 0  # replicas with a hit
             if holders is not None and keys:
+                star = 1 << (pos - base)
                 cache = replicas[0].prefix
                 usable = cache.usable(keys, req.prompt_tokens)
-                alive = holders.get(keys[0], 0) if usable else 0
+                alive = holders.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
                 n = 1
                 while alive:
                     if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
                         i = alive.bit_length() - 1
-                        score = replicas[i].prefix.hit_blocks(keys, usable, n) * cache.block_tokens - load * replicas[i].outstanding
-                        seen |= alive
-                        if best < 0 or score > best_score or (score == best_score and base + i < best):
-                            best, best_score = base + i, score
-                        break
-                    after = holders.get(keys[n], 0) & alive if n < usable else 0
-                    if after == alive:
-                        n += 1
-                        continue
-                    ended = alive & ~after  # the replicas whose cached run is n blocks
+                        n = replicas[i].prefix.hit_blocks(keys, usable, n)
+                        ended = alive
+                        after = 0
+                    else:
+                        after = holders.get(keys[n], 0) & alive if n < usable else 0
+                        if after == alive:
+                            n += 1
+                            continue
+                        ended = alive & ~after  # the replicas whose cached run is n blocks
                     seen |= ended
+                    # among equal runs the least outstanding wins, ties to the first: with no
+                    # price on load the first; when the pool's least outstanding replica has
+                    # at least this run it is that one or one with a longer run beats them all
+                    if not load:
+                        ended &= -ended
+                    elif alive & star:
+                        ended &= star
                     while ended:
                         low = ended & -ended
                         ended ^= low
@@ -238,8 +246,7 @@ class Router:
                             best, best_score = base + i, score
                     alive = after
                     n += 1
-            if load:
-                out, pos = self.indexes[slot].top()
+            if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
                 score = -load * out
             else:
                 i = 0
