@@ -87,7 +87,7 @@ from sim.models.perf import (
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from fleets.storage import tier
-from sim.engine.prefix_cache import HOST, PrefixCache
+from sim.engine.prefix_cache import HOST, SSD, PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -114,7 +114,7 @@ class ARReplica(TimerDriven):
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
-        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s"
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -186,13 +186,25 @@ class ARReplica(TimerDriven):
         pc = getattr(cfg, "prefix_cache", None)
         self.prefix = None
         self.cache_block = 0
-        self.host_bytes_per_s = 0.0
+        self.host_bytes_per_s = self.ssd_bytes_per_s = self.ssd_latency_s = 0.0
         if pc is not None and self.role != DECODE:
-            self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks)
+            self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks,
+                                      pc.ssd_blocks)
             self.cache_block = pc.block_tokens
-            if pc.host_blocks:  # each GPU copies its shard of the KV over its own host link
-                gpus = pool.layout.accelerators // pool.layout.replicas
-                self.host_bytes_per_s = tier(pc.host_link, "host_link").read_bytes_per_s * gpus
+            if pc.host_blocks or pc.ssd_blocks:
+                self._cache_links(pc, pool.layout)
+
+    def _cache_links(self, pc, layout) -> None:
+        """The lower tiers' read rates: each GPU copies its shard of the KV over its own host
+        link; the SSD tier reads at the node's drives' rate (``ssd_drives`` × the drive's,
+        a storage_tiers.csv row) in proportion to the replica's share of the node's
+        accelerators (or the nodes it spans)."""
+        gpus = layout.accelerators // layout.replicas
+        self.host_bytes_per_s = tier(pc.host_link, "host_link").read_bytes_per_s * gpus
+        if pc.ssd_blocks:
+            drive = tier(pc.ssd, "storage")
+            self.ssd_bytes_per_s = drive.read_bytes_per_s * pc.ssd_drives * gpus / layout.accelerator.accelerators_per_node
+            self.ssd_latency_s = pc.ssd_latency_s
 
     def _kv(self, counter: int) -> int:
         """KV tokens every running sequence has gained after ``counter`` iterations:
@@ -481,6 +493,7 @@ class ARReplica(TimerDriven):
                 req.cache_slots = slots = self.prefix.new_slots(usable)
                 hit = self.prefix.acquire(keys, slots, usable)
             req.cache_host = self.prefix.moved_from(HOST) if hit else 0
+            req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
         req.cache_hit = req.cache_held = hit
         if self.prefix.evictable:
             self._cache_trim()
@@ -521,6 +534,7 @@ class ARReplica(TimerDriven):
         perf = self.perf
         req.cached_tokens = c
         req.host_cached_tokens = h = req.cache_host * self.cache_block
+        req.ssd_cached_tokens = d = req.cache_ssd * self.cache_block
         req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
                                            - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
         run = self.run
@@ -530,6 +544,7 @@ class ARReplica(TimerDriven):
             stats.prefill_cached_tokens += c
             stats.prefill_flops_saved += saved
             stats.prefill_host_tokens += h
+            stats.prefill_ssd_tokens += d
 
     # --- split deployments -----------------------------------------------------------
     def _reserve_now(self, req: Request) -> bool:
@@ -757,66 +772,52 @@ class ARReplica(TimerDriven):
         copy the prompt's KV cache, k−1 extra writes) while the others decode a token.
         With a prefix cache, a request computes only its missed tokens m = n − c, whose
         causal attention covers m·c + m²/2 pairs (Σ of m² + 2mc passed as the squares) and
-        reads the c cached tokens' KV."""
-        if self.prefix is not None:
-            return self._mixed_cost_cached(admitted)
+        reads the c cached tokens' KV (without a cache c = 0: the same sums, exactly).
+        Blocks promoted from host memory are copied over the host link layer by layer
+        under the iteration's compute, those from the SSD tier read after one latency at
+        the drives' rate and copied the same way: the iteration takes the longest of the
+        compute, the copy and the read (:meth:`_cache_copy_s`)."""
         n_decode = self.n_running
+        block = self.cache_block  # 0 without a cache
         new_tokens = 0
         new_sq = 0.0
+        cached = host = ssd = 0
         admitted_offsets = 0
         copied = 0
         for r in admitted:
             tokens = r.prompt_tokens + r.generated
-            new_tokens += tokens
-            new_sq += float(tokens) * tokens
-            admitted_offsets += r.branches * r.kv_offset
-            n_decode -= r.branches
-            copied += (r.branches - 1) * tokens
-        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)  # of decoders
-        if self.spec is None:
-            t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
-            hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
-        else:
-            t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
-            hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
-        self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
-        self._mix_tokens = new_tokens + n_decode
-        return t
-
-    def _mixed_cost_cached(self, admitted: list[Request]) -> float:
-        """:meth:`_mixed_cost` with a prefix cache (its docstring)."""
-        n_decode = self.n_running
-        new_tokens = 0
-        new_sq = 0.0
-        cached = 0
-        host = 0
-        admitted_offsets = 0
-        copied = 0
-        for r in admitted:
-            tokens = r.prompt_tokens + r.generated
-            c = r.cache_hit * self.cache_block
-            host += r.cache_host * self.cache_block
+            c = r.cache_hit * block
             m = tokens - c
             new_tokens += m
             new_sq += float(m) * m + 2.0 * m * c
             cached += c
+            host += r.cache_host * block
+            ssd += r.cache_ssd * block
             admitted_offsets += r.branches * r.kv_offset
             n_decode -= r.branches
             copied += (r.branches - 1) * tokens
-        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)
+        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)  # of decoders
         if self.spec is None:
             t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
             hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
         else:
             t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
-        if host:  # blocks promoted from host memory: copied layer by layer under the iteration's compute
-            copy_s = host * self.perf.kv_bytes_per_token / self.host_bytes_per_s
-            if copy_s > t:
-                t = copy_s
+        if host or ssd:
+            t = max(t, self._cache_copy_s(host, ssd))
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
+
+    def _cache_copy_s(self, host: int, ssd: int) -> float:
+        """Seconds to bring ``host`` tokens' KV from host memory and ``ssd`` tokens' from
+        the SSD tier into HBM: both cross the host link; the SSD's are read first (one
+        latency, then the drives' rate, pipelined with the copy)."""
+        kv = self.perf.kv_bytes_per_token
+        copy_s = (host + ssd) * kv / self.host_bytes_per_s
+        if ssd:
+            copy_s = max(copy_s, self.ssd_latency_s + ssd * kv / self.ssd_bytes_per_s)
+        return copy_s
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""
