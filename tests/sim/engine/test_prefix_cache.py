@@ -371,3 +371,70 @@ def test_tiers_stay_within_the_infinite_cache_and_grow_with_ssd_capacity(tmp_pat
         np.testing.assert_array_equal(got["ssd_cached_tokens"].to_numpy(), from_ssd)
         totals.append(sum(cached))
     assert totals[0] <= totals[1] <= sum(reference_hits(rows, None))
+
+
+# --- the prefix_aware router's block index against a scan ------------------------------
+class _Cfg:
+    def __init__(self, load_tokens: int) -> None:
+        self.prefix_cache = type("PC", (), {"load_tokens": load_tokens})()
+
+
+class _Pool:
+    def __init__(self, index: int, load_tokens: int, replicas: list) -> None:
+        self.index, self.config, self.replicas, self.watchers, self.gate = index, _Cfg(load_tokens), replicas, [], None
+
+    def reject_reason(self, req) -> str:
+        return ""
+
+
+class _Replica:
+    def __init__(self, index: int, cache, outstanding: int) -> None:
+        self.index, self.prefix, self.outstanding, self.queued = index, cache, outstanding, 0
+        self.listeners, self.max_batch = [], 8
+
+
+@settings(max_examples=60)
+@given(pools=st.lists(st.tuples(st.sampled_from([0, 512, 4096]), st.integers(1, 70)), min_size=1, max_size=2),
+       data=st.data())
+def test_prefix_aware_router_picks_what_a_scan_of_every_cache_picks(pools, data):
+    """Replicas (up to 70 per pool: bitmasks past 64 bits) whose caches hold random chains
+    (a shared first block, as in the Mooncake trace) and random loads: the router's
+    choice through the block index is the replica a scan of every replica picks by the
+    definition (highest cached − load_tokens × outstanding, ties to the first), with the
+    cached tokens counted here from the chains each replica was given."""
+    from sim.engine.prefix_cache import PrefixCache
+    from sim.engine.router import Router
+    from traffic.prefix import chain_keys
+
+    table: dict = {}
+    chain = st.lists(st.integers(0, 2), min_size=1, max_size=6).map(lambda hs: chain_keys([0] + hs, table))
+    built, held = [], []
+    for p, (load, n) in enumerate(pools):
+        replicas = []
+        for i in range(n):
+            cache = PrefixCache(16, 1, None)
+            keys_held: set = set()
+            for keys in data.draw(st.lists(chain, max_size=3)):
+                slots = cache.new_slots(len(keys))
+                hit = cache.acquire(keys, slots, len(keys))
+                cache.commit(keys, slots, hit, len(keys))
+                cache.release(slots, len(keys))
+                keys_held.update(keys)
+            replicas.append(_Replica(i, cache, data.draw(st.integers(0, 4))))
+            held.append(keys_held)
+        built.append(_Pool(p, load, replicas))
+    router = Router(None, "prefix_aware", built)
+    keys = data.draw(chain)
+    req = type("Req", (), {"prefix": keys, "prompt_tokens": 16 * len(keys) + 1})()
+    best, best_score = None, None
+    position = 0
+    for (load, _), pool in zip(pools, built):
+        for r in pool.replicas:
+            run = 0
+            while run < len(keys) and keys[run] in held[position]:
+                run += 1
+            score = 16 * run - load * r.outstanding
+            if best_score is None or score > best_score:
+                best, best_score = r, score
+            position += 1
+    assert router._by_prefix(req, router._all) is best
