@@ -22,11 +22,12 @@ NeurIPS 2024):
   chain goes before its head). Evictable blocks are evicted when the cache holds more
   than ``capacity_blocks`` blocks, and when the running sequences' KV cache needs their
   HBM pages (:meth:`trim_pages`, called by the replica at its iteration boundaries).
-- With ``host_blocks`` (a KV tier in host DRAM, as LMCache and Mooncake Store keep one), an
-  evicted block is demoted to host memory instead of dropped; host memory evicts its own
-  least recently used block when full. A hit may run through host blocks: they are
-  promoted back to HBM at admission, and the replica pays their transfer over the host
-  link (:meth:`acquire` returns how many).
+- With ``host_blocks`` (a KV tier in host DRAM, as LMCache and Mooncake Store keep one)
+  and ``ssd_blocks`` (a local NVMe tier below it, as LMCache's local-disk backend), an
+  evicted block is demoted down the tiers that exist instead of dropped: a full tier
+  passes its least recently used block to the next, the last one drops it. A hit may run
+  through lower-tier blocks: they are promoted back to HBM at admission, and the replica
+  pays their transfer (:meth:`acquire` counts them per tier in ``moved``).
 
 Capacity accounting: a running request counts its whole prompt's KV in the replica's
 paged-KV bookkeeping as before (two running requests sharing a prefix each count it:
