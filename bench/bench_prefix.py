@@ -5,7 +5,8 @@ Usage (from the repository root)::
     python bench/bench_prefix.py [--repeats 5] [--rate-scale 8]
 
 Runs scenarios/mooncake-prefix.yaml's fleets (no cache; a cache with
-least_outstanding routing; with prefix_aware routing; both with a host tier) on the same demand, the trace
+least_outstanding routing; with prefix_aware routing; both with a host tier, and with
+host and SSD tiers) on the same demand, the trace
 replayed ``rate_scale`` times faster on as many times the replicas (more requests per
 run, the same load per replica), and prints per fleet the CPU microseconds per request of
 ``simulate`` alone (the process's own time, median of ``repeats``) and its ratio to the
@@ -57,7 +58,7 @@ def main() -> None:
             times.append(time.process_time() - t0)
         us = statistics.median(times) / len(run.requests) * 1e6
         base = us if base is None else base
-        print(f"{fleet.name:14s} {us:7.1f} CPU us/request  ({us / base:.2f} x no-cache)")
+        print(f"{fleet.name:18s} {us:7.1f} CPU us/request  ({us / base:.2f} x no-cache)")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ counts as much as 4,096 cached prompt tokens, about one Mooncake conversation tu
 input; docs/kv-reuse.md shows the hit-versus-balance trade as it varies)."""
 
 
+SSD_READ_LATENCY_S = 60e-6
+"""Default ``prefix_cache.ssd_latency_s``: a PCIe Gen5 enterprise NVMe drive's typical read
+latency, 60 µs (Micron 9550 spec table as reproduced by StorageReview,
+storagereview.com/review/micron-9550-max-review, 2025; secondary)."""
+
+
 class PrefixCacheConfig(Strict):
     """A pool's prefix cache (:mod:`sim.engine.prefix_cache`, docs/kv-reuse.md): KV blocks
     kept after their request and reused by later requests with the same prefix. Requests
@@ -73,6 +79,15 @@ class PrefixCacheConfig(Strict):
                              "evictions are demoted there, and a hit there is copied back over host_link; 0: no host tier")
     host_link: str = Field("host-pcie5-x16", description="host link tier key of fleets/data/storage_tiers.csv "
                            "(tier host_link, per GPU): the host-to-HBM copy rate of the host tier")
+    ssd_blocks: int = Field(0, ge=0, le=10**12, description="blocks one replica keeps on local NVMe SSD, below "
+                            "host DRAM: evictions from the tier above are demoted there, and a hit there is read "
+                            "back over the drives and the host link; 0: no SSD tier")
+    ssd: str = Field("nvme-gen5", description="the SSD's storage tier key of fleets/data/storage_tiers.csv (tier "
+                     "storage, per drive): its read rate")
+    ssd_drives: int = Field(8, ge=1, le=64, description="NVMe drives per node, shared by the node's replicas in "
+                            "proportion to their accelerators (DGX B200: 8 x 3.84 TB U.2, DGX B200 user guide)")
+    ssd_latency_s: float = Field(SSD_READ_LATENCY_S, ge=0.0, le=1.0, description="latency of a read from the SSD "
+                                 "tier, paid once per prefill that reads from it")
     load_tokens: int = Field(PREFIX_LOAD_TOKENS, ge=0, le=MAX_TOKENS, description="the prefix_aware router's "
                              "price of load: a replica scores its cached prefix tokens minus load_tokens per request "
                              "queued or running on it (assumed; sweep it: docs/kv-reuse.md)")

@@ -560,6 +560,7 @@ class _Frames:
             df["cached_tokens"] = raw["cached_tokens"]
             df["prefill_flops_saved"] = raw["prefill_flops_saved"]
             df["host_cached_tokens"] = raw["host_cached_tokens"]
+            df["ssd_cached_tokens"] = raw["ssd_cached_tokens"]
         return df
 
     def _split_columns(self, df: pd.DataFrame, raw: dict) -> None:
@@ -604,5 +605,5 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
         if getattr(p.config, "prefix_cache", None) is not None:
             rows[-1].update(prefill_prompt_tokens=s.prefill_prompt_tokens,
                             prefill_cached_tokens=s.prefill_cached_tokens, prefill_flops_saved=s.prefill_flops_saved,
-                            prefill_host_tokens=s.prefill_host_tokens)
+                            prefill_host_tokens=s.prefill_host_tokens, prefill_ssd_tokens=s.prefill_ssd_tokens)
     return pd.DataFrame(rows)

@@ -1,23 +1,56 @@
 # C types for prefix_cache.py when compiled (see setup.py); the logic is in prefix_cache.py.
 cimport cython
 
+cdef Py_ssize_t _LISTS, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
+cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
+
 
 @cython.final
 cdef class PrefixCache:
-    cdef public Py_ssize_t block_tokens, pages_per_block
-    cdef public object capacity_blocks
-    cdef public dict refs
-    cdef public object lru, host
-    cdef public Py_ssize_t host_blocks
+    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, tmask, tshift, tused
+    cdef public object capacity_blocks, bit, nbit, holders
+    cdef long long[::1] table, skey, tier_cap, count, moved
+    cdef int[::1] st
+    cdef object _zero
+    @cython.locals(i=Py_ssize_t)
+    cpdef index_into(self, dict holders, object position)  # a Python int: the bit can pass bit 63
+    cdef inline Py_ssize_t _home(self, long long key)
+    @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
+    cpdef Py_ssize_t find(self, long long key)
+    @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t)
+    cdef _put(self, long long key, long long slot)
+    @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
+    cdef _erase(self, long long key)
+    @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t)
+    cdef _rehash(self, Py_ssize_t buckets)
+    @cython.locals(old=Py_ssize_t, size=Py_ssize_t, i=Py_ssize_t, st='int[::1]', skey='long long[::1]')
+    cdef _grow(self)
+    @cython.locals(st='int[::1]', p=int, n=int)
+    cdef inline void _unlink(self, Py_ssize_t s)
+    @cython.locals(st='int[::1]', last=int)
+    cdef inline void _push_back(self, Py_ssize_t t, Py_ssize_t s)
+    @cython.locals(s=Py_ssize_t, st='int[::1]')
+    cdef Py_ssize_t _new_slot(self, key) except -1
+    @cython.locals(key=cython.longlong)
+    cdef _drop(self, Py_ssize_t s)
+    @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
-    @cython.locals(n=Py_ssize_t, refs=dict)
-    cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable)
-    @cython.locals(refs=dict, moved=Py_ssize_t)
-    cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t n)
-    cpdef _evict_oldest(self)
-    @cython.locals(refs=dict)
-    cpdef commit(self, tuple keys, Py_ssize_t hit, Py_ssize_t usable)
-    @cython.locals(refs=dict, i=Py_ssize_t, count=Py_ssize_t)
-    cpdef release(self, tuple keys, Py_ssize_t held)
-    @cython.locals(per=Py_ssize_t, keep=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t)
+    cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
+    cpdef new_slots(self, Py_ssize_t usable)
+    @cython.locals(st='int[::1]', t=Py_ssize_t)
+    cdef inline void _take(self, Py_ssize_t s, bint count_moved)
+    @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t)
+    cpdef Py_ssize_t acquire(self, tuple keys, int[::1] slots, Py_ssize_t usable)
+    cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
+    @cython.locals(tier_cap='long long[::1]', count='long long[::1]', cap=cython.longlong)
+    cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
+    @cython.locals(s=Py_ssize_t)
+    cdef _evict_oldest(self)
+    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, cap=Py_ssize_t)
+    cpdef commit(self, tuple keys, int[::1] slots, Py_ssize_t hit, Py_ssize_t usable)
+    @cython.locals(st='int[::1]', i=Py_ssize_t, s=Py_ssize_t)
+    cpdef release(self, int[::1] slots, Py_ssize_t held)
+    @cython.locals(keep=Py_ssize_t)
     cpdef trim_pages(self, Py_ssize_t free_pages)
+    cpdef Py_ssize_t tier_blocks(self, Py_ssize_t t)

@@ -22,11 +22,12 @@ NeurIPS 2024):
   chain goes before its head). Evictable blocks are evicted when the cache holds more
   than ``capacity_blocks`` blocks, and when the running sequences' KV cache needs their
   HBM pages (:meth:`trim_pages`, called by the replica at its iteration boundaries).
-- With ``host_blocks`` (a KV tier in host DRAM, as LMCache and Mooncake Store keep one), an
-  evicted block is demoted to host memory instead of dropped; host memory evicts its own
-  least recently used block when full. A hit may run through host blocks: they are
-  promoted back to HBM at admission, and the replica pays their transfer over the host
-  link (:meth:`acquire` returns how many).
+- With ``host_blocks`` (a KV tier in host DRAM, as LMCache and Mooncake Store keep one)
+  and ``ssd_blocks`` (a local NVMe tier below it, as LMCache's local-disk backend), an
+  evicted block is demoted down the tiers that exist instead of dropped: a full tier
+  passes its least recently used block to the next, the last one drops it. A hit may run
+  through lower-tier blocks: they are promoted back to HBM at admission, and the replica
+  pays their transfer (:meth:`acquire` counts them per tier in ``moved``).
 
 Capacity accounting: a running request counts its whole prompt's KV in the replica's
 paged-KV bookkeeping as before (two running requests sharing a prefix each count it:
@@ -37,113 +38,345 @@ needs them.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from array import array
+
+HOST, SSD = 1, 2
+"""The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
+_LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
+_W = 4  # a slot's fields in ``st``: references, tier, previous and next slot in its list
+_REF, _TIER, _PREV, _NEXT = 0, 1, 2, 3
+_EMPTY = -1  # a free entry of the key table
+_LOW31, _LOW32, _GOLDEN = 0x7FFFFFFF, 0xFFFFFFFF, 2654435761  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)
 
 
 class PrefixCache:
     """The cached blocks of one replica (module docstring).
 
+    Every block held has a slot. Its key maps to the slot in an open-addressing table
+    (``table``: pairs of int64 (key, slot), linear probing, at most half full; a key's
+    first probe is a multiplicative hash of it; deletion shifts the entries behind back,
+    so no tombstones), and ``st`` holds per slot, in ``_W`` consecutive C ints, its
+    references (running requests holding it; only an HBM block is referenced), its tier
+    (0 HBM, :data:`HOST`, :data:`SSD`) and its links in the least-recently-used list of
+    its tier (doubly linked, circular through the sentinel slots 0..2: slot t heads list
+    t; list 0 holds the evictable HBM blocks); ``skey`` its key. So a lookup is about one
+    probe of one cache line, and a touch, an eviction or a demotion a few C integer moves,
+    with no Python object per block (a dict of this size per replica cost two cache
+    misses per probe and a reallocation of its table every few thousand insertions).
+    Free slots are chained through their next link.
+
+    With ``holders`` (a pool's ``{key: bitmask of its replicas holding the block}``, for the
+    ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
+    leaves this replica (in any tier) sets or clears the replica's ``bit`` there.
+
     Args:
         block_tokens: tokens per cached block (the hashes' block size).
         pages_per_block: the replica's KV paging blocks per cached block.
-        capacity_blocks: most blocks held (referenced or evictable); None: bounded only
-            by the replica's HBM.
+        capacity_blocks: most blocks held in HBM (referenced or evictable); None: bounded
+            only by the replica's HBM.
+        host_blocks: blocks held in host DRAM; 0: no host tier.
+        ssd_blocks: blocks held on local SSD; 0: no SSD tier.
     """
 
-    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "refs", "lru", "host", "host_blocks")
+    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
+                 "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders", "bit",
+                 "nbit", "_zero")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
-                 host_blocks: int = 0) -> None:
+                 host_blocks: int = 0, ssd_blocks: int = 0) -> None:
         self.block_tokens = block_tokens
         self.pages_per_block = pages_per_block
         self.capacity_blocks = capacity_blocks
-        self.host_blocks = host_blocks
-        self.refs: dict[int, int] = {}  # referenced blocks: key -> running requests holding it
-        self.lru: OrderedDict[int, None] = OrderedDict()  # evictable blocks, least recent first
-        self.host: OrderedDict[int, None] = OrderedDict()  # blocks demoted to host memory, least recent first
+        self.cap = -1 if capacity_blocks is None else capacity_blocks
+        self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per list: most blocks (list 0: unused)
+        self.count = array("q", [0] * _LISTS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
+        self.moved = array("q", [0] * _LISTS)  # per lower tier: blocks the last acquire promoted from it
+        self.n_refd = 0  # referenced (HBM) blocks
+        self.evictable = 0  # unreferenced HBM blocks
+        self.free = -1  # first free slot (-1: none)
+        self.size = 0
+        self.skey = array("q")
+        self.st = array("i")
+        self._zero = array("i", [0])
+        self._grow()
+        for t in range(_LISTS):  # the sentinels: empty circular lists
+            self.st[_W * t + _PREV] = self.st[_W * t + _NEXT] = t
+        self.tused = 0
+        self.tmask = 127
+        self.tshift = 32 - 7
+        self.table = array("q", [_EMPTY]) * (2 * 128)
+        self.holders = None
+        self.bit = 0
+        self.nbit = -1
 
+    def index_into(self, holders: dict, position: int) -> None:
+        """Report this replica's blocks in ``holders`` as bit ``position`` (class docstring),
+        those held now included."""
+        self.holders = holders
+        self.bit = 1 << position
+        self.nbit = ~self.bit
+        for i in range(self.tmask + 1):
+            key = self.table[2 * i]
+            if key != _EMPTY:
+                holders[key] = holders.get(key, 0) | self.bit
+
+    # --- the key table -----------------------------------------------------------------
+    def _home(self, key: int) -> int:
+        """A key's first probe: the top bits of the low 32 bits of its low 31 bits times
+        2**32 / φ (Knuth's multiplicative hash; below 2**63, so C and Python agree)."""
+        return (((key & _LOW31) * _GOLDEN) & _LOW32) >> self.tshift
+
+    def find(self, key: int) -> int:
+        """The slot of ``key``; -1 if not held."""
+        table, mask = self.table, self.tmask
+        i = self._home(key)
+        while True:
+            k = table[2 * i]
+            if k == key:
+                return table[2 * i + 1]
+            if k == _EMPTY:
+                return -1
+            i = (i + 1) & mask
+
+    def _put(self, key: int, slot: int) -> None:
+        """Map ``key`` (not held) to ``slot``."""
+        if 2 * (self.tused + 1) > self.tmask + 1:
+            self._rehash(2 * (self.tmask + 1))
+        table, mask = self.table, self.tmask
+        i = self._home(key)
+        while table[2 * i] != _EMPTY:
+            i = (i + 1) & mask
+        table[2 * i] = key
+        table[2 * i + 1] = slot
+        self.tused += 1
+
+    def _erase(self, key: int) -> None:
+        """Unmap ``key`` (held): the entries behind it in its probe run move back to keep
+        every key reachable from its home."""
+        table, mask = self.table, self.tmask
+        i = self._home(key)
+        while table[2 * i] != key:
+            i = (i + 1) & mask
+        j = i
+        while True:
+            j = (j + 1) & mask
+            k = table[2 * j]
+            if k == _EMPTY:
+                break
+            h = self._home(k)
+            if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
+                continue  # its home lies between the hole and it: it stays
+            table[2 * i] = k
+            table[2 * i + 1] = table[2 * j + 1]
+            i = j
+        table[2 * i] = _EMPTY
+        self.tused -= 1
+
+    def _rehash(self, buckets: int) -> None:
+        old, n = self.table, self.tmask + 1
+        self.table = array("q", [_EMPTY]) * (2 * buckets)
+        self.tmask = buckets - 1
+        self.tshift = 32 - (buckets.bit_length() - 1)
+        self.tused = 0
+        for i in range(n):
+            if old[2 * i] != _EMPTY:
+                self._put(old[2 * i], old[2 * i + 1])
+
+    # --- slots -------------------------------------------------------------------------
+    def _grow(self) -> None:
+        """Twice the slots (at least 64), the new ones free: new arrays, never resized in
+        place (the compiled build holds typed views of them)."""
+        old = self.size
+        size = max(64, 2 * old)
+        st = array("i", [0]) * (_W * size)
+        skey = array("q", [0]) * size
+        for i in range(_W * old):
+            st[i] = self.st[i]
+        for i in range(old):
+            skey[i] = self.skey[i]
+        for i in range(old, size - 1):
+            st[_W * i + _NEXT] = i + 1
+        st[_W * (size - 1) + _NEXT] = self.free
+        self.free = old if old >= _LISTS else _LISTS  # slots below _LISTS are the sentinels
+        self.st, self.skey = st, skey
+        self.size = size
+
+    def _unlink(self, s: int) -> None:
+        st = self.st
+        p, n = st[_W * s + _PREV], st[_W * s + _NEXT]
+        st[_W * p + _NEXT] = n
+        st[_W * n + _PREV] = p
+
+    def _push_back(self, t: int, s: int) -> None:
+        """``s`` becomes the most recent block of list ``t``."""
+        st = self.st
+        last = st[_W * t + _PREV]
+        st[_W * last + _NEXT] = s
+        st[_W * s + _PREV] = last
+        st[_W * s + _NEXT] = t
+        st[_W * t + _PREV] = s
+
+    def _new_slot(self, key: int) -> int:
+        """A slot for ``key``, referenced once in HBM."""
+        if self.free < 0:
+            self._grow()
+        s = self.free
+        st = self.st
+        self.free = st[_W * s + _NEXT]
+        st[_W * s + _REF] = 1
+        st[_W * s + _TIER] = 0
+        self.skey[s] = key
+        self._put(key, s)
+        holders = self.holders
+        if holders is not None:
+            holders[key] = holders.get(key, 0) | self.bit
+        return s
+
+    def _drop(self, s: int) -> None:
+        """Forget slot ``s`` (unlinked): its block leaves the replica."""
+        key = self.skey[s]
+        self._erase(key)
+        holders = self.holders
+        if holders is not None:
+            rest = holders[key] & self.nbit
+            if rest:
+                holders[key] = rest
+            else:
+                del holders[key]
+        self.st[_W * s + _NEXT] = self.free
+        self.free = s
+
+    # --- the cache ---------------------------------------------------------------------
     def usable(self, keys: tuple, prompt_tokens: int) -> int:
         """How many of ``keys`` a prompt of ``prompt_tokens`` can cache: its whole blocks
         short of its last token."""
-        return min(len(keys), max(prompt_tokens - 1, 0) // self.block_tokens)
+        n = prompt_tokens - 1
+        if n < 0:
+            n = 0
+        n //= self.block_tokens
+        return n if n < len(keys) else len(keys)
 
-    def hit_blocks(self, keys: tuple, usable: int) -> int:
-        """Leading keys of ``keys[:usable]`` present in the cache (read only)."""
-        refs, lru, host = self.refs, self.lru, self.host
-        n = 0
-        while n < usable and (keys[n] in refs or keys[n] in lru or keys[n] in host):
+    def hit_blocks(self, keys: tuple, usable: int, start: int = 0) -> int:
+        """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
+        the first ``start`` known to be."""
+        n = start
+        while n < usable and self.find(keys[n]) >= 0:
             n += 1
         return n
 
-    def acquire(self, keys: tuple, n: int) -> int:
-        """Reference the first ``n`` keys (all present): a request was admitted on them.
-        Blocks found in host memory are promoted to HBM; returns how many."""
-        refs, lru, host = self.refs, self.lru, self.host
-        moved = 0
-        for key in keys[:n]:
-            if key in lru:
-                del lru[key]
-                refs[key] = 1
-            elif key in refs:
-                refs[key] += 1
-            else:
-                del host[key]
-                refs[key] = 1
-                moved += 1
-        return moved
+    def new_slots(self, usable: int):
+        """A zeroed ``array("i")`` of ``usable`` entries: a request's slots (:meth:`acquire`)."""
+        return self._zero * usable
+
+    def _take(self, s: int, count_moved: bool) -> None:
+        """Reference slot ``s``: an unreferenced block leaves its list (a lower tier's is
+        promoted to HBM, counted in ``moved`` when ``count_moved``)."""
+        st = self.st
+        if st[_W * s + _REF]:
+            st[_W * s + _REF] += 1
+            return
+        self._unlink(s)
+        t = st[_W * s + _TIER]
+        if t:
+            self.count[t] -= 1
+            if count_moved:
+                self.moved[t] += 1
+            st[_W * s + _TIER] = 0
+        else:
+            self.evictable -= 1
+        st[_W * s + _REF] = 1
+        self.n_refd += 1
+
+    def acquire(self, keys: tuple, slots, usable: int) -> int:
+        """A request was admitted: reference the longest run of ``keys[:usable]`` present
+        (its hit, returned), their slots written to ``slots[:hit]``. Blocks found in a
+        lower tier are promoted to HBM; ``moved[t]``: how many from tier t."""
+        for t in range(1, _LISTS):
+            self.moved[t] = 0
+        n = 0
+        while n < usable:
+            s = self.find(keys[n])
+            if s < 0:
+                break
+            slots[n] = s
+            n += 1
+            self._take(s, True)
+        return n
+
+    def moved_from(self, t: int) -> int:
+        """Blocks the last :meth:`acquire` promoted from lower tier ``t``."""
+        return self.moved[t]
+
+    def _demote(self, s: int, t: int) -> None:
+        """Slot ``s`` (unlinked, unreferenced) goes to the first lower tier from ``t`` on
+        that exists, as its most recent block; a tier over its capacity passes its least
+        recent block on the same way; past the last tier a block is dropped."""
+        tier_cap, count = self.tier_cap, self.count
+        while t < _LISTS:
+            cap = tier_cap[t]
+            if cap > 0:
+                self.st[_W * s + _TIER] = t
+                self._push_back(t, s)
+                count[t] += 1
+                if count[t] <= cap:
+                    return
+                s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
+                self._unlink(s)
+                count[t] -= 1
+            t += 1
+        self._drop(s)
 
     def _evict_oldest(self) -> None:
-        """Drop the least recently used evictable HBM block, demoted to host memory when
-        it has room for blocks (its own oldest dropped when full)."""
-        key = self.lru.popitem(last=False)[0]
-        if self.host_blocks:
-            host = self.host
-            host[key] = None
-            if len(host) > self.host_blocks:
-                host.popitem(last=False)
+        """Evict the least recently used evictable HBM block (demoted: :meth:`_demote`)."""
+        s = self.st[_NEXT]  # list 0's head
+        self._unlink(s)
+        self.evictable -= 1
+        self._demote(s, HOST)
 
-    def commit(self, keys: tuple, hit: int, usable: int) -> None:
-        """The request's prefill ended: its computed blocks ``keys[hit:usable]`` join the
-        cache, referenced (a block another request computed meanwhile is shared); then
+    def commit(self, keys: tuple, slots, hit: int, usable: int) -> None:
+        """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
+        cache, referenced (a block another request computed meanwhile is shared; one in a
+        lower tier is replaced by the HBM copy), their slots written to ``slots``; then
         evict down to the capacity."""
-        refs, lru, host = self.refs, self.lru, self.host
-        for key in keys[hit:usable]:
-            if key in refs:
-                refs[key] += 1
-            elif key in lru:
-                del lru[key]
-                refs[key] = 1
+        for i in range(hit, usable):
+            key = keys[i]
+            s = self.find(key)
+            if s < 0:
+                s = self._new_slot(key)
+                self.n_refd += 1
             else:
-                if key in host:  # computed again: the HBM copy replaces it
-                    del host[key]
-                refs[key] = 1
-        cap = self.capacity_blocks
-        if cap is not None:
-            while lru and len(refs) + len(lru) > cap:
+                self._take(s, False)
+            slots[i] = s
+        cap = self.cap
+        if cap >= 0:
+            while self.evictable and self.n_refd + self.evictable > cap:
                 self._evict_oldest()
 
-    def release(self, keys: tuple, held: int) -> None:
-        """The request left the replica: drop its references to ``keys[:held]``, last
-        block first; unreferenced blocks become the most recently used evictable ones."""
-        refs, lru = self.refs, self.lru
+    def release(self, slots, held: int) -> None:
+        """The request left the replica: drop its references to the blocks of
+        ``slots[:held]``, last block first; unreferenced blocks become the most recently
+        used evictable ones."""
+        st = self.st
         for i in range(held - 1, -1, -1):
-            key = keys[i]
-            count = refs[key] - 1
-            if count:
-                refs[key] = count
-            else:
-                del refs[key]
-                lru[key] = None
+            s = slots[i]
+            st[_W * s + _REF] -= 1
+            if not st[_W * s + _REF]:
+                self.n_refd -= 1
+                self.evictable += 1
+                self._push_back(0, s)
 
     def trim_pages(self, free_pages: int) -> None:
         """Evict least recently used blocks until the evictable ones fit in
         ``free_pages`` paging blocks (the HBM the running sequences leave)."""
-        lru, per = self.lru, self.pages_per_block
-        keep = max(free_pages, 0) // per
-        while len(lru) > keep:
+        keep = (free_pages if free_pages > 0 else 0) // self.pages_per_block
+        while self.evictable > keep:
             self._evict_oldest()
 
     @property
     def blocks(self) -> int:
-        """Blocks held, referenced and evictable."""
-        return len(self.refs) + len(self.lru)
+        """Blocks held in HBM, referenced and evictable."""
+        return self.n_refd + self.evictable
+
+    def tier_blocks(self, t: int) -> int:
+        """Blocks held in lower tier ``t`` (:data:`HOST`, :data:`SSD`)."""
+        return self.count[t]

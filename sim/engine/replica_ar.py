@@ -89,7 +89,7 @@ from sim.models.perf import (
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from fleets.storage import tier
-from sim.engine.prefix_cache import PrefixCache
+from sim.engine.prefix_cache import HOST, SSD, PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -116,7 +116,7 @@ class ARReplica(TimerDriven):
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
-        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s"
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -188,13 +188,25 @@ class ARReplica(TimerDriven):
         pc = getattr(cfg, "prefix_cache", None)
         self.prefix = None
         self.cache_block = 0
-        self.host_bytes_per_s = 0.0
+        self.host_bytes_per_s = self.ssd_bytes_per_s = self.ssd_latency_s = 0.0
         if pc is not None and self.role != DECODE:
-            self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks)
+            self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks,
+                                      pc.ssd_blocks)
             self.cache_block = pc.block_tokens
-            if pc.host_blocks:  # each GPU copies its shard of the KV over its own host link
-                gpus = pool.layout.accelerators // pool.layout.replicas
-                self.host_bytes_per_s = tier(pc.host_link, "host_link").read_bytes_per_s * gpus
+            if pc.host_blocks or pc.ssd_blocks:
+                self._cache_links(pc, pool.layout)
+
+    def _cache_links(self, pc, layout) -> None:
+        """The lower tiers' read rates: each GPU copies its shard of the KV over its own host
+        link; the SSD tier reads at the node's drives' rate (``ssd_drives`` × the drive's,
+        a storage_tiers.csv row) in proportion to the replica's share of the node's
+        accelerators (or the nodes it spans)."""
+        gpus = layout.accelerators // layout.replicas
+        self.host_bytes_per_s = tier(pc.host_link, "host_link").read_bytes_per_s * gpus
+        if pc.ssd_blocks:
+            drive = tier(pc.ssd, "storage")
+            self.ssd_bytes_per_s = drive.read_bytes_per_s * pc.ssd_drives * gpus / layout.accelerator.accelerators_per_node
+            self.ssd_latency_s = pc.ssd_latency_s
 
     def _kv(self, counter: int) -> int:
         """KV tokens every running sequence has gained after ``counter`` iterations:
@@ -292,8 +304,9 @@ class ARReplica(TimerDriven):
 
     def _remove_running(self, req: Request) -> None:
         if req.cache_held:
-            self.prefix.release(req.prefix, req.cache_held)
+            self.prefix.release(req.cache_slots, req.cache_held)
             req.cache_held = 0
+            req.cache_slots = None
         w = req.branches
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
@@ -373,7 +386,7 @@ class ARReplica(TimerDriven):
         self._kv_sync()  # once per boundary: _finish and the steps above moved iters / the batch
 
     def _finish_completed(self) -> None:
-        if self.prefix is not None and self.prefix.lru:  # the batch changes: the running KV's room first
+        if self.prefix is not None and self.prefix.evictable:  # the batch changes: the running KV's room first
             self._cache_trim()
         heap, now, freed = self.heap, self.env._now, False
         while heap.next_done() <= self.iters:  # NO_COMPLETION when empty
@@ -412,7 +425,7 @@ class ARReplica(TimerDriven):
             return False
         if self.blocks_used(self.iters) <= cap:
             return False
-        if self.prefix is not None and self.prefix.lru:
+        if self.prefix is not None and self.prefix.evictable:
             self._cache_trim()
         running = sorted([(seq, req) for seq, req in self.heap.entries() if req.run_seq == seq])  # seqs are unique
         keep = 0 if self.pinned else 1  # pinned blocks: the reserved requests will run
@@ -465,7 +478,7 @@ class ARReplica(TimerDriven):
                 free = self.cap_blocks - self.pinned - self.blocks_used(self.iters) - self.watermark_blocks
             if need > free:
                 break
-            if not admitted and not reserved and self.prefix is not None and self.prefix.lru:
+            if not admitted and not reserved and self.prefix is not None and self.prefix.evictable:
                 self._cache_trim()  # the batch changes here: the running KV's room first
             self.waiting.popleft()
             free -= need
@@ -491,10 +504,14 @@ class ARReplica(TimerDriven):
         keys = req.prefix
         hit = 0
         if keys:
-            hit = self.prefix.hit_blocks(keys, self.prefix.usable(keys, req.prompt_tokens))
-            req.cache_host = self.prefix.acquire(keys, hit)
+            usable = self.prefix.usable(keys, req.prompt_tokens)
+            if usable:
+                req.cache_slots = slots = self.prefix.new_slots(usable)
+                hit = self.prefix.acquire(keys, slots, usable)
+            req.cache_host = self.prefix.moved_from(HOST) if hit else 0
+            req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
         req.cache_hit = req.cache_held = hit
-        if self.prefix.lru:
+        if self.prefix.evictable:
             self._cache_trim()
 
     def _cache_trim(self) -> None:
@@ -506,7 +523,7 @@ class ARReplica(TimerDriven):
         boundaries sees the same cache in both modes."""
         room = self.cap_blocks - self.pinned
         n = self.n_running
-        pages = len(self.prefix.lru) * self.prefix.pages_per_block
+        pages = self.prefix.evictable * self.prefix.pages_per_block
         if pages <= room - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n):
             return
         self.prefix.trim_pages(room - self.blocks_used(self.iters))
@@ -521,7 +538,7 @@ class ARReplica(TimerDriven):
         if not keys:
             return
         usable = self.prefix.usable(keys, req.prompt_tokens)
-        self.prefix.commit(keys, req.cache_hit, usable)
+        self.prefix.commit(keys, req.cache_slots, req.cache_hit, usable)  # usable 0: no slots, the capacity kept
         req.cache_held = usable
 
     def _cache_first(self, req: Request, end: float) -> None:
@@ -533,6 +550,7 @@ class ARReplica(TimerDriven):
         perf = self.perf
         req.cached_tokens = c
         req.host_cached_tokens = h = req.cache_host * self.cache_block
+        req.ssd_cached_tokens = d = req.cache_ssd * self.cache_block
         req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
                                            - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
         run = self.run
@@ -542,6 +560,7 @@ class ARReplica(TimerDriven):
             stats.prefill_cached_tokens += c
             stats.prefill_flops_saved += saved
             stats.prefill_host_tokens += h
+            stats.prefill_ssd_tokens += d
 
     # --- split deployments -----------------------------------------------------------
     def _reserve_now(self, req: Request) -> bool:
@@ -770,55 +789,31 @@ class ARReplica(TimerDriven):
         copy the prompt's KV cache, k−1 extra writes) while the others decode a token.
         With a prefix cache, a request computes only its missed tokens m = n − c, whose
         causal attention covers m·c + m²/2 pairs (Σ of m² + 2mc passed as the squares) and
-        reads the c cached tokens' KV."""
-        if self.prefix is not None:
-            return self._mixed_cost_cached(admitted)
+        reads the c cached tokens' KV (without a cache c = 0: the same sums, exactly).
+        Blocks promoted from host memory are copied over the host link layer by layer
+        under the iteration's compute, those from the SSD tier read after one latency at
+        the drives' rate and copied the same way: the iteration takes the longest of the
+        compute, the copy and the read (:meth:`_cache_copy_s`)."""
         n_decode = self.n_running
+        block = self.cache_block  # 0 without a cache
         new_tokens = 0
         new_sq = 0.0
+        cached = host = ssd = 0
         admitted_offsets = 0
         copied = 0
         for r in admitted:
             tokens = r.prompt_tokens + r.generated
-            new_tokens += tokens
-            new_sq += float(tokens) * tokens
-            admitted_offsets += r.branches * r.kv_offset
-            n_decode -= r.branches
-            copied += (r.branches - 1) * tokens
-        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)  # of decoders
-        if self.spec is None:
-            t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
-            hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
-        else:
-            t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied)
-            hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
-            if self.spec.remote is not None:
-                self._draft_mixed(new_tokens, new_sq, n_decode, context, 0.0)
-        self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
-        self._mix_tokens = new_tokens + n_decode
-        return t
-
-    def _mixed_cost_cached(self, admitted: list[Request]) -> float:
-        """:meth:`_mixed_cost` with a prefix cache (its docstring)."""
-        n_decode = self.n_running
-        new_tokens = 0
-        new_sq = 0.0
-        cached = 0
-        host = 0
-        admitted_offsets = 0
-        copied = 0
-        for r in admitted:
-            tokens = r.prompt_tokens + r.generated
-            c = r.cache_hit * self.cache_block
-            host += r.cache_host * self.cache_block
+            c = r.cache_hit * block
             m = tokens - c
             new_tokens += m
             new_sq += float(m) * m + 2.0 * m * c
             cached += c
+            host += r.cache_host * block
+            ssd += r.cache_ssd * block
             admitted_offsets += r.branches * r.kv_offset
             n_decode -= r.branches
             copied += (r.branches - 1) * tokens
-        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)
+        context = self.sum_offsets - admitted_offsets + n_decode * self._kv(self.iters)  # of decoders
         if self.spec is None:
             t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
             hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
@@ -827,10 +822,8 @@ class ARReplica(TimerDriven):
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
             if self.spec.remote is not None:
                 self._draft_mixed(new_tokens, new_sq, n_decode, context, cached)
-        if host:  # blocks promoted from host memory: copied layer by layer under the iteration's compute
-            copy_s = host * self.perf.kv_bytes_per_token / self.host_bytes_per_s
-            if copy_s > t:
-                t = copy_s
+        if host or ssd:
+            t = max(t, self._cache_copy_s(host, ssd))
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
@@ -847,6 +840,16 @@ class ARReplica(TimerDriven):
         remote = self.spec.remote
         hbm = remote.perf.weight_bytes + remote.perf.kv_bytes_per_token * context
         self.run.account(self.run.pools[remote.pool_index].stats, t0, t0 + busy, flops, bytes_moved, hbm)
+
+    def _cache_copy_s(self, host: int, ssd: int) -> float:
+        """Seconds to bring ``host`` tokens' KV from host memory and ``ssd`` tokens' from
+        the SSD tier into HBM: both cross the host link; the SSD's are read first (one
+        latency, then the drives' rate, pipelined with the copy)."""
+        kv = self.perf.kv_bytes_per_token
+        copy_s = (host + ssd) * kv / self.host_bytes_per_s
+        if ssd:
+            copy_s = max(copy_s, self.ssd_latency_s + ssd * kv / self.ssd_bytes_per_s)
+        return copy_s
 
     def _cut(self) -> None:
         """End the running iterations at the first boundary at or after now."""

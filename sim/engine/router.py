@@ -15,7 +15,9 @@ Policies (registered by name, picked by the fleet's ``router:`` key):
   (:mod:`sim.engine.prefix_cache`, looked up without touching it) and ``load_tokens`` its
   pool's ``prefix_cache.load_tokens`` (:data:`sim.scenario.PREFIX_LOAD_TOKENS` for a pool
   without a cache); after llm-d's prefix-cache and load scorers and Mooncake's
-  cache-aware conductor. A linear scan: O(replicas × the request's blocks) per dispatch.
+  cache-aware conductor. The replicas with a hit come from a per-pool index of which
+  replicas hold each block (:meth:`Router._by_prefix`), the rest from the load index:
+  O(the request's blocks + replicas with a hit) per dispatch.
 
 Ties go to the lowest replica index (the first in the router's replica list: pools in
 the fleet's order, replicas in index order), so runs are deterministic.
@@ -127,11 +129,11 @@ class Router:
             base += len(p.replicas)
         self._keyed = key is not None
         self.prefix_aware = policy == "prefix_aware"
-        self._bases = []  # prefix_aware: per pool, (router position of its first replica, load_tokens)
+        self._bases = []  # prefix_aware: per pool, (router position of its first replica, load_tokens, holders)
         base = 0
         for p in pools if self.prefix_aware else ():
             cfg = getattr(getattr(p, "config", None), "prefix_cache", None)
-            self._bases.append((base, cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS))
+            self._bases.append((base, cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS, _holders(p)))
             base += len(p.replicas)
         if self.central:
             for replica in self.replicas:
@@ -189,19 +191,72 @@ class Router:
 
     def _by_prefix(self, req: Request, candidates):
         """``prefix_aware``: the replica of the candidate pools with the highest
-        ``cached − load_tokens × outstanding``, ties to the first (module docstring)."""
+        ``cached − load_tokens × outstanding``, ties to the first (module docstring).
+
+        Per pool the replicas with a hit are read off the pool's block index (``holders``:
+        key -> bitmask of the replicas holding the block, :func:`_holders`), walking the
+        request's usable keys while some replica still holds them all; every other
+        replica scores ``−load_tokens × outstanding``, best at the pool's least-outstanding
+        replica (its router index: ties to the lowest position, as the scan), or with
+        ``load_tokens`` 0 at its first replica without a hit. A replica with a hit that is
+        also the least outstanding scores above its no-hit score, so counting it twice
+        changes nothing. Cost: O(the request's blocks + replicas with a hit) per pool,
+        not O(replicas × blocks)."""
         keys = getattr(req, "prefix", ())
-        best, best_score = None, None
+        best, best_score = -1, 0
         for slot in candidates:
-            base, load = self._bases[slot]
-            for i, r in enumerate(self.pools[slot].replicas):
-                cache = getattr(r, "prefix", None)
-                hit = 0
-                if cache is not None and keys:
-                    hit = cache.hit_blocks(keys, cache.usable(keys, req.prompt_tokens)) * cache.block_tokens
-                score = hit - load * r.outstanding
-                if best_score is None or score > best_score:
-                    best, best_score = base + i, score
+            base, load, holders = self._bases[slot]
+            replicas = self.pools[slot].replicas
+            if not replicas:
+                continue
+            out, pos = self.indexes[slot].top()  # the least outstanding replica
+            seen = 0  # replicas with a hit
+            if holders is not None and keys:
+                star = 1 << (pos - base)
+                cache = replicas[0].prefix
+                usable = cache.usable(keys, req.prompt_tokens)
+                alive = holders.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
+                n = 1
+                while alive:
+                    if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
+                        i = alive.bit_length() - 1
+                        n = replicas[i].prefix.hit_blocks(keys, usable, n)
+                        ended = alive
+                        after = 0
+                    else:
+                        after = holders.get(keys[n], 0) & alive if n < usable else 0
+                        if after == alive:
+                            n += 1
+                            continue
+                        ended = alive & ~after  # the replicas whose cached run is n blocks
+                    seen |= ended
+                    # among equal runs the least outstanding wins, ties to the first: with no
+                    # price on load the first; when the pool's least outstanding replica has
+                    # at least this run it is that one or one with a longer run beats them all
+                    if not load:
+                        ended &= -ended
+                    elif alive & star:
+                        ended &= star
+                    while ended:
+                        low = ended & -ended
+                        ended ^= low
+                        i = low.bit_length() - 1
+                        score = n * cache.block_tokens - load * replicas[i].outstanding
+                        if best < 0 or score > best_score or (score == best_score and base + i < best):
+                            best, best_score = base + i, score
+                    alive = after
+                    n += 1
+            if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
+                score = -load * out
+            else:
+                i = 0
+                while (seen >> i) & 1:
+                    i += 1
+                if i == len(replicas):
+                    continue
+                pos, score = base + i, 0
+            if best < 0 or score > best_score or (score == best_score and pos < best):
+                best, best_score = pos, score
         return self.replicas[best]
 
     def _eligible(self, req: Request):
@@ -262,6 +317,22 @@ class Router:
         self.queue.popleft()
         self._send(replica, req)
         return True
+
+
+def _holders(pool) -> dict | None:
+    """The block index of ``pool`` for the ``prefix_aware`` router: ``{key: bitmask of the
+    replicas (bit i: ``pool.replicas[i]``) holding the block in any tier}``, kept by their
+    caches as blocks enter and leave (:meth:`PrefixCache.index_into`); one per pool, shared
+    by the routers of its workloads. None when the pool's replicas keep no cache."""
+    replicas = pool.replicas
+    if not replicas or getattr(replicas[0], "prefix", None) is None:
+        return None
+    holders = replicas[0].prefix.holders
+    if holders is None:
+        holders = {}
+        for i, r in enumerate(replicas):
+            r.prefix.index_into(holders, i)
+    return holders
 
 
 POLICIES: dict[str, Callable[[object], int] | None] = {

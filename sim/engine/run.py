@@ -35,6 +35,7 @@ class PoolStats:
     prefill_cached_tokens: int = 0
     prefill_flops_saved: float = 0.0
     prefill_host_tokens: int = 0  # of the cached tokens, those copied back from host memory
+    prefill_ssd_tokens: int = 0  # of the cached tokens, those read back from the SSD tier
 
 
 class RunContext:

@@ -274,6 +274,7 @@ class WorkloadAccumulator:
             s["cached_tokens"] += int(done["cached_tokens"].sum())
             s["prefill_flops_saved"] += float(done["prefill_flops_saved"].sum())
             s["host_cached_tokens"] += int(done["host_cached_tokens"].sum())
+            s["ssd_cached_tokens"] += int(done["ssd_cached_tokens"].sum())
         if "tokens_per_step" in done:
             stepped = done["steps"] > 0
             s["spec_steps"] += int(done.loc[stepped, "steps"].sum())

@@ -146,18 +146,19 @@ def test_hit_ratio_bounded_by_infinite_cache_and_grows_with_capacity(tmp_path, r
 @settings(max_examples=int(os.environ.get("DCSIM_DIFF_EXAMPLES", 10)), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=session_trace(), capacity=st.one_of(st.none(), st.integers(1, 12)), max_batch=st.integers(1, 8),
        replicas=st.integers(1, 3), router=st.sampled_from(["least_outstanding", "round_robin", "prefix_aware"]),
-       kv_tokens=st.sampled_from([3000, 8000, 20000, None]), host=st.sampled_from([0, 3, 50]))
+       kv_tokens=st.sampled_from([3000, 8000, 20000, None]), host=st.sampled_from([0, 3, 50]),
+       ssd=st.sampled_from([0, 4, 40]))
 def test_fast_and_exact_modes_agree_with_caching(tmp_path, rows, capacity, max_batch, replicas, router, kv_tokens,
-                                                  host):
+                                                  host, ssd):
     """Fast and exact engine modes give every request the same outcome (tests/fast_exact.py)
     and the same cached tokens with the cache on: batches, several replicas, and KV caches
     of a few thousand tokens (preemption, and cached blocks evicted for the running
-    sequences' room) and a host-memory tier included."""
+    sequences' room), a host-memory tier and an SSD tier included."""
     from fast_exact import assert_modes_agree
 
     path = write_trace(tmp_path, rows)
     data = one_replica(path, 10, capacity, max_batch, replicas, router=router, **SMALL)
-    data["fleets"][0]["pools"][0]["prefix_cache"]["host_blocks"] = host
+    data["fleets"][0]["pools"][0]["prefix_cache"].update(host_blocks=host, ssd_blocks=ssd)
     if kv_tokens is not None:  # HBM for the weights and kv_tokens of KV cache
         m = load_catalog().model(SMALL["model"])
         memory = load_catalog().accelerator(SMALL["accelerator"]).memory_bytes
@@ -167,6 +168,7 @@ def test_fast_and_exact_modes_agree_with_caching(tmp_path, rows, capacity, max_b
     a, b = fast.requests, exact.requests
     event(f"preempted: {a['preemptions'].sum() > 0}, hits: {a['cached_tokens'].sum() > 0}")
     np.testing.assert_array_equal(a["cached_tokens"].to_numpy(), b["cached_tokens"].to_numpy())
+    np.testing.assert_array_equal(a["ssd_cached_tokens"].to_numpy(), b["ssd_cached_tokens"].to_numpy())
 
 
 def test_block_not_a_multiple_of_the_paging_block_is_refused():
@@ -271,3 +273,168 @@ def test_a_host_hit_pays_its_copy_over_the_host_link(tmp_path):
     c = got.iloc[2]
     assert (c["cached_tokens"], c["host_cached_tokens"]) == (10_240, 9216)
     assert c["ttft_s"] == pytest.approx(9216 * 65_536 / 55.43e9, rel=1e-9)
+
+
+# --- the SSD tier ----------------------------------------------------------------------
+def reference_three_tier(rows: list[dict], hbm: int, host: int, ssd: int) -> tuple[list[int], list[int], list[int]]:
+    """(cached tokens, of them from host memory, from the SSD tier) per request:
+    :func:`reference_two_tier` with a third LRU below host memory: a block host memory
+    pushes out goes to the SSD tier (its own oldest dropped when full); a hit anywhere
+    promotes the block back to HBM. A tier of 0 blocks is skipped."""
+    tiers = [OrderedDict(), OrderedDict(), OrderedDict()]  # HBM, host, SSD
+    caps = [hbm, host, ssd]
+    cached, from_host, from_ssd = [], [], []
+    for r in rows:
+        ids, n = r["hash_ids"], max(r["input_length"], 1)
+        usable = min(len(ids), (n - 1) // BLOCK)
+        keys = [tuple(ids[: i + 1]) for i in range(usable)]
+        hit = 0
+        while hit < usable and any(keys[hit] in t for t in tiers):
+            hit += 1
+        cached.append(hit * BLOCK)
+        from_host.append(sum(k in tiers[1] for k in keys[:hit]) * BLOCK)
+        from_ssd.append(sum(k in tiers[2] for k in keys[:hit]) * BLOCK)
+        for k in keys:
+            for t in tiers:
+                t.pop(k, None)
+        while tiers[0] and len(tiers[0]) + usable > hbm:  # room for this request's blocks
+            block = tiers[0].popitem(last=False)[0]
+            for level in (1, 2):  # demoted down the tiers that exist
+                if not caps[level]:
+                    continue
+                tiers[level][block] = None
+                if len(tiers[level]) <= caps[level]:
+                    block = None
+                    break
+                block = tiers[level].popitem(last=False)[0]
+        for k in reversed(keys):
+            tiers[0][k] = None
+    return cached, from_host, from_ssd
+
+
+@pytest.mark.parametrize(("hbm", "host", "ssd", "ssd_hits"), [(250, 300, 4000, True), (250, 0, 4000, True),
+                                                              (250, 300, 400, False)])
+def test_one_replica_reproduces_the_three_tier_reference_on_mooncake(hbm, host, ssd, ssd_hits):
+    """First 60 s of the Mooncake trace with HBM, host DRAM and SSD tiers (and without the
+    host tier: HBM evictions go straight to the SSD): cached tokens and those from host
+    memory and from the SSD per request are the reference's; an SSD tier of 4,000 blocks
+    serves hits that HBM and host memory alone lose (one of 400 none: the reuse here is
+    far apart), and the total stays within the two bounds."""
+    rows = raw_rows(MOONCAKE, 60_000)
+    cached, from_host, from_ssd = reference_three_tier(rows, hbm, host, ssd)
+    data = one_replica(MOONCAKE, 60, hbm)
+    data["fleets"][0]["pools"][0]["prefix_cache"].update(host_blocks=host, ssd_blocks=ssd)
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    np.testing.assert_array_equal(got["cached_tokens"].to_numpy(), cached)
+    np.testing.assert_array_equal(got["host_cached_tokens"].to_numpy(), from_host)
+    np.testing.assert_array_equal(got["ssd_cached_tokens"].to_numpy(), from_ssd)
+    assert (sum(from_ssd) > 0) == ssd_hits
+    assert sum(reference_two_tier(rows, hbm, host)[0]) <= sum(cached) <= sum(reference_hits(rows, None))
+
+
+def test_an_ssd_hit_pays_its_read(tmp_path):
+    """:func:`test_a_host_hit_pays_its_copy_over_the_host_link` with a host tier of 5 blocks
+    above an SSD tier: of A's 18 demoted blocks (its last first) the 5 demoted last stay in
+    host memory, the 13 before passed on to the SSD. C hits 20 blocks: 2 in HBM, 5 from
+    host, 13 from the SSD. One H100 of an 8-GPU node with 8 Gen4 drives reads at one
+    drive's 6.8 GB/s (storage_tiers.csv nvme-gen4); 13 × 512 tokens × 65,536 B take
+    65.2 ms after the 60 µs latency, longer than copying all 18 blocks over the 55.43 GB/s
+    host link (10.9 ms) and than the one-token prefill, so C's TTFT is the read."""
+    x, y = list(range(21)), list(range(100, 121))
+    rows = [_conv(0, x), _conv(50_000, y), {"timestamp": 100_000, "input_length": 20 * BLOCK + 1,
+                                            "output_length": 5, "hash_ids": x[:20] + [999]}]
+    data = one_replica(write_trace(tmp_path, rows), 120, 22, **SMALL)
+    data["fleets"][0]["pools"][0]["prefix_cache"].update(host_blocks=5, ssd_blocks=100, ssd="nvme-gen4",
+                                                         ssd_drives=8, ssd_latency_s=60e-6)
+    got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+    c = got.iloc[2]
+    assert (c["cached_tokens"], c["host_cached_tokens"], c["ssd_cached_tokens"]) == (10_240, 2560, 6656)
+    assert c["ttft_s"] == pytest.approx(60e-6 + 6656 * 65_536 / 6.8e9, rel=1e-9)
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=session_trace(), hbm_extra=st.integers(0, 4), host=st.sampled_from([0, 2, 5]), ssd=st.integers(1, 6))
+def test_tiers_stay_within_the_infinite_cache_and_grow_with_ssd_capacity(tmp_path, rows, hbm_extra, host, ssd):
+    """One replica, one request at a time, HBM + host + SSD tiers: cached tokens (and
+    those per tier) equal the three-tier reference's; the hit ratio never exceeds the
+    infinite cache's and never falls as the SSD tier grows by 4 blocks."""
+    hbm = max(max(min(len(r["hash_ids"]), (r["input_length"] - 1) // BLOCK) for r in rows) + hbm_extra, 1)
+    path = write_trace(tmp_path, rows)
+    totals = []
+    for s in (ssd, ssd + 4):
+        data = one_replica(path, 10, hbm, **SMALL)
+        data["fleets"][0]["pools"][0]["prefix_cache"].update(host_blocks=host, ssd_blocks=s)
+        got = simulate(parse_scenario(data, "prefix")).requests.sort_values("request_id")
+        cached, from_host, from_ssd = reference_three_tier(rows, hbm, host, s)
+        np.testing.assert_array_equal(got["cached_tokens"].to_numpy(), cached)
+        np.testing.assert_array_equal(got["host_cached_tokens"].to_numpy(), from_host)
+        np.testing.assert_array_equal(got["ssd_cached_tokens"].to_numpy(), from_ssd)
+        totals.append(sum(cached))
+    assert totals[0] <= totals[1] <= sum(reference_hits(rows, None))
+
+
+# --- the prefix_aware router's block index against a scan ------------------------------
+class _Cfg:
+    def __init__(self, load_tokens: int) -> None:
+        self.prefix_cache = type("PC", (), {"load_tokens": load_tokens})()
+
+
+class _Pool:
+    def __init__(self, index: int, load_tokens: int, replicas: list) -> None:
+        self.index, self.config, self.replicas, self.watchers, self.gate = index, _Cfg(load_tokens), replicas, [], None
+
+    def reject_reason(self, req) -> str:
+        return ""
+
+
+class _Replica:
+    def __init__(self, index: int, cache, outstanding: int) -> None:
+        self.index, self.prefix, self.outstanding, self.queued = index, cache, outstanding, 0
+        self.listeners, self.max_batch = [], 8
+
+
+@settings(max_examples=60)
+@given(pools=st.lists(st.tuples(st.sampled_from([0, 512, 4096]), st.integers(1, 70)), min_size=1, max_size=2),
+       data=st.data())
+def test_prefix_aware_router_picks_what_a_scan_of_every_cache_picks(pools, data):
+    """Replicas (up to 70 per pool: bitmasks past 64 bits) whose caches hold random chains
+    (a shared first block, as in the Mooncake trace) and random loads: the router's
+    choice through the block index is the replica a scan of every replica picks by the
+    definition (highest cached − load_tokens × outstanding, ties to the first), with the
+    cached tokens counted here from the chains each replica was given."""
+    from sim.engine.prefix_cache import PrefixCache
+    from sim.engine.router import Router
+    from traffic.prefix import chain_keys
+
+    table: dict = {}
+    chain = st.lists(st.integers(0, 2), min_size=1, max_size=6).map(lambda hs: chain_keys([0] + hs, table))
+    built, held = [], []
+    for p, (load, n) in enumerate(pools):
+        replicas = []
+        for i in range(n):
+            cache = PrefixCache(16, 1, None)
+            keys_held: set = set()
+            for keys in data.draw(st.lists(chain, max_size=3)):
+                slots = cache.new_slots(len(keys))
+                hit = cache.acquire(keys, slots, len(keys))
+                cache.commit(keys, slots, hit, len(keys))
+                cache.release(slots, len(keys))
+                keys_held.update(keys)
+            replicas.append(_Replica(i, cache, data.draw(st.integers(0, 4))))
+            held.append(keys_held)
+        built.append(_Pool(p, load, replicas))
+    router = Router(None, "prefix_aware", built)
+    keys = data.draw(chain)
+    req = type("Req", (), {"prefix": keys, "prompt_tokens": 16 * len(keys) + 1})()
+    best, best_score = None, None
+    position = 0
+    for (load, _), pool in zip(pools, built):
+        for r in pool.replicas:
+            run = 0
+            while run < len(keys) and keys[run] in held[position]:
+                run += 1
+            score = 16 * run - load * r.outstanding
+            if best_score is None or score > best_score:
+                best, best_score = r, score
+            position += 1
+    assert router._by_prefix(req, router._all) is best
