@@ -58,6 +58,11 @@ class LinearRouter(Router):
     def forward(self, req) -> None:
         self._route(req, self.replicas)
 
+    def handoff(self, req) -> None:
+        """The decode side of a split deployment, by the same linear scan (the indexed
+        Router.handoff reads index fields this reference never sets)."""
+        self.dispatch(req)
+
     def _route(self, req, candidates: list) -> None:
         if self.central:
             free = [r for r in candidates if r.has_slot]
