@@ -86,7 +86,9 @@ def curves_figure(front: pd.DataFrame, inputs: CurveInputs) -> go.Figure:
     with its ± band shaded on throughput; the TPOT SLO region shaded green."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("output tokens/s per GPU", "$ per 1M output tokens (rented)"))
-    for i, (chip, g) in enumerate(front.groupby("accelerator", sort=False)):
+    drawn = [c for c in inputs.chips if c in set(front["accelerator"])]  # in the user's order, colours stable
+    for i, chip in enumerate(drawn):
+        g = front[front["accelerator"] == chip]
         color = PALETTE[i % len(PALETTE)]
         band = g["band_pct"].iloc[0]
         label = chip + ("" if pd.isna(band) else f" (±{band:g}%)")
