@@ -334,8 +334,11 @@ def fleet_table_editor() -> None:
             "serves": st.column_config.TextColumn(help="workloads, comma-separated: " + ", ".join(data["workloads"])),
             "catalog $/acc": st.column_config.NumberColumn(disabled=True),
         }
-        edited = st.data_editor(pd.DataFrame(rows), num_rows="dynamic", hide_index=True, column_config=config,
+        shown = pd.DataFrame(rows)
+        edited = st.data_editor(shown, num_rows="dynamic", hide_index=True, column_config=config,
                                 key=f"table-editor::{prefix}", width="stretch")
+        if not edited.astype(str).reset_index(drop=True).equals(shown.astype(str)):
+            st.caption("The table has edits not applied yet: press **apply table** to use them.")
         left, middle, right = st.columns([2, 1, 1])
         source = left.selectbox("fleet to duplicate", [f["name"] for f in data["fleets"]], key=f"dup-source::{prefix}")
         if middle.button("duplicate fleet", key="dup-fleet"):
