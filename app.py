@@ -561,7 +561,7 @@ def sweep_view() -> None:
     if not path:
         return
     try:
-        table = load_sweep(Path(path))
+        table = rank.as_aggregated(load_sweep(Path(path)))  # one ranking rule for the chart and the table
     except UserError as err:
         st.error(str(err))
         return
@@ -572,7 +572,9 @@ def sweep_view() -> None:
     latency = charts.pareto_latency(kinds.iloc[0] if len(kinds) else None)
     st.table(rank.sweep_points(table, workload, latency).reset_index(drop=True))
     st.caption(f"Mean over seeds with its 95% interval; below {rank.MIN_SEEDS_FOR_INTERVAL} seeds the mean alone "
-               "(an interval from 2-4 seeds is mostly the t quantile).")
+               "(an interval from 2-4 seeds is mostly the t quantile). **Pareto**: on the front of its load level "
+               "among fleets that qualify (every workload meets its SLO target on the mean, no unstable seed); "
+               "*excluded* says why a fleet does not, as `dcsim sweep` prints it.")
     params = charts.swept_columns(table)
     if len(params) < 2:
         st.info("A heatmap needs two swept parameters.")
