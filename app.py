@@ -640,7 +640,7 @@ def sizing_result(found, stale: bool) -> None:
     if found.out_of_budget:
         st.warning(f"**Ran out of budget**: stopped after {found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget "
                    f"({found.simulations} simulations); {untried} layout(s) not tried. The answers below are the "
-                   "best found in time: a cheaper layout may exist.", icon="⏱️")
+                   "best found in time: a cheaper layout may exist.", icon="⚠️")
     else:
         st.success(f"Searched every layout in {found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget "
                    f"({found.simulations} simulations).")

@@ -105,8 +105,8 @@ def curves_figure(front: pd.DataFrame, inputs: CurveInputs) -> go.Figure:
                                  hovertemplate="%{text}<br>%{x:.3~g} tok/s/user, $%{y:.3~g} per 1M"
                                                "<extra>" + chip + "</extra>"), row=2, col=1)
     if inputs.tpot_slo_s:
-        fig.add_vrect(x0=math.log10(1 / inputs.tpot_slo_s), x1=math.log10(max(front["tokens_per_s_per_user"].max(),
-                                                                              1 / inputs.tpot_slo_s) * 1.5),
+        # a shape on a log axis takes data values, an annotation log10 of them (plotly)
+        fig.add_vrect(x0=1 / inputs.tpot_slo_s, x1=max(front["tokens_per_s_per_user"].max(), 1 / inputs.tpot_slo_s) * 1.5,
                       fillcolor="green", opacity=0.08, line_width=0, row="all", col=1)
         fig.add_annotation(x=math.log10(1 / inputs.tpot_slo_s), y=1.0, yref="paper", xanchor="left", showarrow=False,
                            text=f"meets TPOT ≤ {inputs.tpot_slo_s * 1e3:g} ms", font=dict(color="green", size=13))

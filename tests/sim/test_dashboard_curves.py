@@ -39,7 +39,9 @@ def test_figure_marks_the_slo_region_and_shades_each_band(catalog):
     table, front, summary, _ = dc.tables(inputs, catalog)
     fig = dc.curves_figure(front, inputs)
     region = fig.layout.shapes[0]
-    assert region.x0 == pytest.approx(math.log10(1 / 0.05))  # 20 tokens/s per user on the log axis
+    assert region.x0 == pytest.approx(1 / 0.05)  # 20 tokens/s per user (a shape takes data values on a log axis)
+    label = next(a for a in fig.layout.annotations if a.text.startswith("meets TPOT"))
+    assert label.x == pytest.approx(math.log10(20))  # an annotation takes log10 of them
     bands = [t for t in fig.data if t.fill == "toself"]
     assert len(bands) == 2
     h200 = front[front["accelerator"] == "h200"]
