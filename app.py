@@ -637,10 +637,13 @@ def sizing_result(found, stale: bool) -> None:
         st.info("These results are for the scenario or settings before your latest edits; press **Size to SLO** "
                 "again to size what is on screen.")
     untried = sum(t.outcome == "budget" for t in found.trials)
+    short = list(dict.fromkeys(t.workload for t in found.trials if t.outcome == "budget"))
     if found.out_of_budget:
-        st.warning(f"**Ran out of budget**: stopped after {found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget "
-                   f"({found.simulations} simulations); {untried} layout(s) not tried. The answers below are the "
-                   "best found in time: a cheaper layout may exist.", icon="⚠️")
+        st.warning(f"**Ran out of budget** for {', '.join(short)} (each workload may use its share, "
+                   f"{found.budget_s / len(found.workloads):,.3g} s, plus what the ones before it left): "
+                   f"{found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget spent, {found.simulations} "
+                   f"simulations, {untried} layout(s) not tried. The answers below are the best found in time: a "
+                   "cheaper layout may exist.", icon="⚠️")
     else:
         st.success(f"Searched every layout in {found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget "
                    f"({found.simulations} simulations).")

@@ -108,7 +108,7 @@ def test_bad_value_and_huge_rate_block_run_with_their_reason(server, page):
     sidebar_number(page, "replicas", "0")
     page.get_by_text("replicas must be a whole number ≥ 1 (got 0)").first.wait_for(timeout=30_000)
     assert run.is_disabled()
-    assert sidebar.get_by_role("spinbutton", name="replicas").first.input_value() == "0"
+    expect(sidebar.get_by_role("spinbutton", name="replicas").first).to_have_value("0", timeout=30_000)
     page.get_by_role("button", name="reset edits").click()
     expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled(timeout=30_000)
     sidebar_number(page, "total arrival rate (requests/s)", "100000")

@@ -86,7 +86,7 @@ def test_a_tiny_budget_says_it_ran_out(monkeypatch):
     at.multiselect(key="size-workloads").set_value(["chat", "image"]).run()
     at.button(key="size-run").click().run()
     assert not at.exception, at.exception
-    assert "Ran out of budget" in texts(at) and "(1 simulations)" in texts(at)
+    assert "Ran out of budget** for chat" in texts(at) and "1 simulations" in texts(at)
 
 
 def test_curves_view_draws_the_chips_on_screen_with_csv_downloads():
