@@ -42,10 +42,11 @@ run: $(BUILT)
 browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
-# Every dashboard view at 1600 px with 3 and 5 fleets -> docs/dashboard-<view>-<n>fleets.png
+# Every dashboard view at 1600 px with 3, 5 and 8 fleets -> docs/dashboard-<view>-<n>fleets.png
 # (the browser tests take them while checking that no text is clipped).
 screenshots: $(BUILT) browser
-	DCSIM_SCREENSHOTS=docs $(BIN)/python -m pytest -q tests/sim/test_dashboard_browser.py
+	DCSIM_SCREENSHOTS=docs $(BIN)/python -m pytest -q tests/sim/test_dashboard_browser.py \
+		tests/sim/test_dashboard_planning_browser.py
 
 test: $(BUILT) browser
 	$(BIN)/python -m pytest -q -n 2

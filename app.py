@@ -21,7 +21,10 @@ from fleets.catalog_io import load_catalog
 from sim.results import charts
 from sim import dashboard as ds
 from sim import dashboard_checks as checks
+from sim import dashboard_cache as cache
+from sim import dashboard_curves as curves
 from sim import dashboard_rank as rank
+from sim import dashboard_sizing as sizing
 from sim.errors import ScenarioError, UserError
 from sim.results.export import FLOAT_FORMAT
 from sim.results.power_series import coarsen, fleet_power_over_time, power_over_time
@@ -331,8 +334,11 @@ def fleet_table_editor() -> None:
             "serves": st.column_config.TextColumn(help="workloads, comma-separated: " + ", ".join(data["workloads"])),
             "catalog $/acc": st.column_config.NumberColumn(disabled=True),
         }
-        edited = st.data_editor(pd.DataFrame(rows), num_rows="dynamic", hide_index=True, column_config=config,
+        shown = pd.DataFrame(rows)
+        edited = st.data_editor(shown, num_rows="dynamic", hide_index=True, column_config=config,
                                 key=f"table-editor::{prefix}", width="stretch")
+        if not edited.astype(str).reset_index(drop=True).equals(shown.astype(str)):
+            st.caption("The table has edits not applied yet: press **apply table** to use them.")
         left, middle, right = st.columns([2, 1, 1])
         source = left.selectbox("fleet to duplicate", [f["name"] for f in data["fleets"]], key=f"dup-source::{prefix}")
         if middle.button("duplicate fleet", key="dup-fleet"):
@@ -423,8 +429,27 @@ def ranked_cost_chart(results: Results, colors: dict, key: str) -> None:
 
 def overview(results: Results, colors: dict) -> None:
     kpi_cards(results, colors)
+    prefix_cache(results)
     ranked_cost_chart(results, colors, "overview-cost")
     downloads(results)
+
+
+def prefix_cache(results: Results) -> None:
+    """The prefix-cache columns of workloads and pools that ran with a cache (every
+    column named as a cache column, so new tiers show as they appear)."""
+    tiers = pd.DataFrame() if results.streamed else cache.tier_tokens(results.requests, cache.kv_bytes_by_pool(results.scenario))
+    table = cache.cache_summary(results.summary, tiers)
+    if table.empty:
+        return
+    st.subheader("Prefix cache")
+    st.table(table.set_index(["fleet", "workload"]))
+    st.caption("Token-weighted over completed measured requests: hit ratio = cached / prompt tokens; tokens served "
+               "from each tier (HBM = cached − the lower tiers'); KV bytes moved into HBM = a lower tier's tokens × "
+               "the pool's stored KV bytes per token; prefill FLOPs saved versus recomputing every prompt."
+               + (" (Tier counts need the request rows: not shown for a streamed run.)" if results.streamed else ""))
+    pools = cache.pool_cache_table(results.pools)
+    if not pools.empty:
+        st.table(pools.set_index(["fleet", "pool"]))
 
 
 def latency(results: Results, colors: dict) -> None:
@@ -536,7 +561,7 @@ def sweep_view() -> None:
     if not path:
         return
     try:
-        table = load_sweep(Path(path))
+        table = rank.as_aggregated(load_sweep(Path(path)))  # one ranking rule for the chart and the table
     except UserError as err:
         st.error(str(err))
         return
@@ -547,7 +572,9 @@ def sweep_view() -> None:
     latency = charts.pareto_latency(kinds.iloc[0] if len(kinds) else None)
     st.table(rank.sweep_points(table, workload, latency).reset_index(drop=True))
     st.caption(f"Mean over seeds with its 95% interval; below {rank.MIN_SEEDS_FOR_INTERVAL} seeds the mean alone "
-               "(an interval from 2-4 seeds is mostly the t quantile).")
+               "(an interval from 2-4 seeds is mostly the t quantile). **Pareto**: on the front of its load level "
+               "among fleets that qualify (every workload meets its SLO target on the mean, no unstable seed); "
+               "*excluded* says why a fleet does not, as `dcsim sweep` prints it.")
     params = charts.swept_columns(table)
     if len(params) < 2:
         st.info("A heatmap needs two swept parameters.")
@@ -557,6 +584,160 @@ def sweep_view() -> None:
     y = cols[1].selectbox("y", params, index=1, key="heat-y")
     fleet = cols[2].selectbox("fleet", list(dict.fromkeys(table["fleet"])), key="heat-fleet")
     st.plotly_chart(charts.sweep_heatmap(table, x, y, fleet=fleet, workload=workload), key="heatmap")
+
+
+# --- size to SLO and capacity curves (need no run) ----------------------------------
+
+def size_to_slo_view(scenario: dict | None) -> None:
+    """Search replicas, TP/EP and precision per on-screen chip for the workloads chosen,
+    within a budget stated before it starts (:mod:`sim.dashboard_sizing`), then offer to
+    apply the winners to a fleet."""
+    if scenario is None:
+        st.warning("Fix the inputs marked in the sidebar first: Size to SLO searches the scenario on screen.", icon="🛑")
+        return
+    chips = sizing.chips_on_screen(scenario)
+    left, middle, right = st.columns([2, 1, 1])
+    names = left.multiselect("workloads to size", list(scenario["workloads"]), default=list(scenario["workloads"]),
+                             key="size-workloads")
+    budget_s = middle.number_input("time budget (s)", min_value=1.0, max_value=3600.0, value=sizing.DEFAULT_BUDGET_S,
+                                   step=10.0, key="size-budget")
+    cap = right.number_input("replica cap per chip", min_value=1, max_value=1000, value=sizing.DEFAULT_MAX_REPLICAS,
+                             step=8, key="size-cap")
+    st.caption(f"Searches **{', '.join(chips)}** (the chips of the fleets on screen) for "
+               f"{', '.join(names) or 'no workload'}: replicas up to {cap:g} per chip, every TP/EP the model allows "
+               f"within a node and every precision the chip has, each workload on pools of its own at its rate and "
+               f"SLO, {scenario['duration_s']:g} s of arrivals per simulation. **Budget: {budget_s:g} s** of wall time, "
+               "shared over the workloads; no simulation starts after it, so the search ends at most one simulation "
+               "later. Costs are full-load $/hour, as `dcsim plan` counts them.")
+    key = json.dumps([scenario, names, budget_s, cap], sort_keys=True)
+    if st.button("Size to SLO", type="primary", disabled=not names, key="size-run"):
+        bar = st.progress(0.0, text=f"sizing: 0 of {budget_s:g} s")
+
+        def progress(done: int, elapsed_s: float, what: str) -> None:
+            bar.progress(min(elapsed_s / budget_s, 1.0),
+                         text=f"sizing {what}: {done} simulations, {elapsed_s:,.0f} of {budget_s:g} s")
+
+        try:
+            found = sizing.size_to_slo(scenario, names, budget_s, int(cap), progress=progress, catalog=catalog())
+        except UserError as err:
+            st.error(str(err))
+            return
+        finally:
+            bar.empty()
+        st.session_state["sizing"] = (key, found)
+    stored = st.session_state.get("sizing")
+    if stored is not None:
+        sizing_result(stored[1], stale=stored[0] != key)
+
+
+def sizing_result(found, stale: bool) -> None:
+    """The answer of a Size-to-SLO search: budget verdict, per workload the chips ranked
+    with why each lost, every trial, and the apply action."""
+    if stale:
+        st.info("These results are for the scenario or settings before your latest edits; press **Size to SLO** "
+                "again to size what is on screen.")
+    untried = sum(t.outcome == "budget" for t in found.trials)
+    short = list(dict.fromkeys(t.workload for t in found.trials if t.outcome == "budget"))
+    if found.out_of_budget:
+        st.warning(f"**Ran out of budget** for {', '.join(short)} (each workload may use its share, "
+                   f"{found.budget_s / len(found.workloads):,.3g} s, plus what the ones before it left): "
+                   f"{found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget spent, {found.simulations} "
+                   f"simulations, {untried} layout(s) not tried. The answers below are the best found in time: a "
+                   "cheaper layout may exist.", icon="⚠️")
+    else:
+        st.success(f"Searched every layout in {found.elapsed_s:,.1f} s of the {found.budget_s:g} s budget "
+                   f"({found.simulations} simulations).")
+    for name, why in found.errors.items():
+        st.error(f"**{name}** could not be sized: {why}")
+    won = sizing.winners(found)
+    for name in found.workloads:
+        if name in found.errors:
+            continue
+        st.subheader(f"Size to SLO: {name}")
+        winner = won.get(name)
+        st.markdown(f"**Winner: {winner.accelerator}**, {winner.replicas} × {winner.layout}, "
+                    f"${winner.cost_usd_per_hour:,.2f}/hour at full load" if winner
+                    else f"**No chip met the SLO of {name}** within the cap and the budget.")
+        table = sizing.chip_table(found, name)
+        table["cost_usd_per_hour"] = table["cost_usd_per_hour"].map(lambda v: "—" if pd.isna(v) else f"${v:,.2f}")
+        for column in ("replicas", "accelerators"):
+            table[column] = table[column].map(lambda v: "—" if pd.isna(v) else f"{int(v):,}")
+        st.table(table.rename(columns={"cost_usd_per_hour": "$/hour"}).set_index("chip"))
+    with st.expander("every layout tried"):
+        st.dataframe(sizing.trials_table(found), hide_index=True)
+    if won:
+        apply_sizing(found)
+
+
+def apply_sizing(found) -> None:
+    """Put the winners into a fleet of the editor: a new fleet, or an existing one's pools
+    for the sized workloads; every other edit is kept."""
+    prefix, data = st.session_state.get("table_source", (None, None))
+    if data is None:
+        return
+    new = f"a new fleet '{sizing.SIZED_FLEET}'"
+    left, right = st.columns([3, 1])
+    target = left.selectbox("apply the winners to", [new] + [f["name"] for f in data["fleets"]], key="size-target")
+    if right.button("apply winners", key="size-apply"):
+        initial = ds.initial_values(data, catalog())
+        values = values_from_state(prefix, initial)
+        edited, _ = ds.apply_edits(data, {k: v for k, v in values.items() if k != "fleets.selected"}, catalog())
+        fleets = sizing.sized_fleets(edited["fleets"], found, None if target == new else target)
+        name = prefix.split("#", 1)[0]
+        selected = list(values.get("fleets.selected", []))
+        apply_fleets(name, prefix, data, fleets)
+        added = [f["name"] for f in fleets if f["name"] not in {g["name"] for g in data["fleets"]}]
+        new_prefix = f"{name}#{st.session_state[f'table::{name}']['version']}"
+        st.session_state[f"{new_prefix}::fleets.selected"] = selected + added
+        st.rerun()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def curve_tables(inputs: curves.CurveInputs):
+    return curves.tables(inputs, catalog())
+
+
+def curves_view(data: dict | None) -> None:
+    """``dcsim curves`` for a model and chips (:mod:`sim.dashboard_curves`)."""
+    if data is None:
+        st.info("Choose a scenario first.")
+        return
+    start = curves.defaults_from(data, catalog())
+    state = st.session_state
+    for k, v in (("curves-model", start.model), ("curves-chips", list(start.chips)),
+                 ("curves-tpot", (start.tpot_slo_s or 0.0) * 1e3)):
+        state.setdefault(k, v)
+    top = st.columns([2, 3])
+    model = top[0].selectbox("model", curves.token_models(catalog()), key="curves-model")
+    chips = top[1].multiselect("chips", sorted(catalog().accelerators), key="curves-chips")
+    row = st.columns(4)
+    prompt = row[0].number_input("prompt tokens", 1, 1_000_000, curves.DEFAULT_PROMPT_TOKENS, key="curves-prompt")
+    output = row[1].number_input("output tokens", 1, 1_000_000, curves.DEFAULT_OUTPUT_TOKENS, key="curves-output")
+    tpot_ms = row[2].number_input("TPOT SLO (ms, 0 = none)", 0.0, 1e5, step=5.0, key="curves-tpot")
+    util = row[3].number_input("utilisation for tokens per MW (%)", 1.0, 100.0, 100 * curves.DEFAULT_UTILISATION,
+                               step=5.0, key="curves-util")
+    if not chips:
+        st.info("Choose at least one chip.")
+        return
+    inputs = curves.CurveInputs(model, tuple(chips), int(prompt), int(output), tpot_ms / 1e3 or None, util / 100)
+    table, front, summary, skipped = curve_tables(inputs)
+    for chip, why in skipped.items():
+        st.warning(f"**{chip}** has no curve: {why}", icon="⚠️")
+    if table.empty:
+        return
+    st.plotly_chart(curves.curves_figure(front, inputs), key="curves-chart")
+    st.caption("Roofline step times of the performance model at every batch the KV cache holds (`dcsim curves`, "
+               "docs/curves.md): per user = 1/TPOT with the prefill share included; per GPU = batch / (TPOT × GPUs); "
+               "$ at the catalog's rental price per GPU-hour; each chip's frontier, its band shaded (the chip's "
+               "`efficiency_band_pct`). No speculative decoding.")
+    st.table(curves.speeds_table(summary, inputs.utilisation, inputs.tpot_slo_s).set_index(["chip", "≥ tok/s/user"]))
+    st.caption(f"Tokens per MW at {inputs.utilisation:.0%} utilisation of full-load node power × PUE (provisioned "
+               "facility power), not the offered load of a run.")
+    columns = st.columns(2)
+    columns[0].download_button("curves.csv", lambda: csv_bytes(table), file_name="curves.csv", mime="text/csv",
+                               key="dl-curves")
+    columns[1].download_button("frontier.csv", lambda: csv_bytes(front), file_name="frontier.csv", mime="text/csv",
+                               key="dl-frontier")
 
 
 def results_for(scenario: dict | None, pressed: bool) -> Results | None:
@@ -589,29 +770,34 @@ def main() -> None:
     if scenario is None and st.session_state.get("errors"):
         why_run_is_disabled(st.session_state["errors"])
     results = results_for(scenario, pressed)
+    data = st.session_state.get("table_source", (None, None))[1]
+    planning = {"Size to SLO": lambda: size_to_slo_view(scenario), "Curves": lambda: curves_view(data),
+                "Sweep": sweep_view}
     if results is None:
-        st.info("Edit the scenario in the sidebar and press **Run**. Load a sweep directory below without running.")
-        sweep_view()
-        return
-    stale = scenario is not None and json.dumps(scenario, sort_keys=True) != st.session_state["last_run"]
-    sc = results.scenario
-    st.caption(f"scenario **{sc.name}**: seed {sc.seed}, {sc.duration_s:g} s of arrivals after {sc.warmup_s:g} s "
-               f"warm-up, {len(sc.fleets)} fleet(s)" + (" — *the sidebar has edits not yet run*" if stale else ""))
-    colors = charts.fleet_colors(st.session_state.get("all_fleets", []) + list(results.fleets["fleet"]))
-    views = {
-        "Overview": lambda: overview(results, colors),
-        "Latency": lambda: latency(results, colors),
-        "Utilisation": lambda: utilisation(results),
-        "Cost": lambda: cost(results, colors),
-        "Roofline": lambda: roofline(results, colors),
-        "SLO misses": lambda: slo_misses(results),
-        "Compare": lambda: compare(results, colors),
-        "Energy": lambda: energy(results, colors),
-        "Sweep": sweep_view,
-    }
+        st.info("Edit the scenario in the sidebar and press **Run**. Without running: size the fleets to the SLO, "
+                "draw capacity curves, or load a sweep directory.")
+        views, default, key = planning, "Sweep", "view-early"
+    else:
+        stale = scenario is not None and json.dumps(scenario, sort_keys=True) != st.session_state["last_run"]
+        sc = results.scenario
+        st.caption(f"scenario **{sc.name}**: seed {sc.seed}, {sc.duration_s:g} s of arrivals after {sc.warmup_s:g} s "
+                   f"warm-up, {len(sc.fleets)} fleet(s)" + (" — *the sidebar has edits not yet run*" if stale else ""))
+        colors = charts.fleet_colors(st.session_state.get("all_fleets", []) + list(results.fleets["fleet"]))
+        views = {
+            "Overview": lambda: overview(results, colors),
+            "Latency": lambda: latency(results, colors),
+            "Utilisation": lambda: utilisation(results),
+            "Cost": lambda: cost(results, colors),
+            "Roofline": lambda: roofline(results, colors),
+            "SLO misses": lambda: slo_misses(results),
+            "Compare": lambda: compare(results, colors),
+            "Energy": lambda: energy(results, colors),
+            **planning,
+        }
+        default, key = "Overview", "view"
     # one view at a time (not st.tabs, which builds and ships every chart on each rerun)
-    view = st.segmented_control("view", list(views), default="Overview", key="view", label_visibility="collapsed")
-    shown = view or "Overview"
+    view = st.segmented_control("view", list(views), default=default, key=key, label_visibility="collapsed")
+    shown = view or default
     views[shown]()
     # the end of the view, for the browser test: it waits for this marker, as Streamlit's own
     # status widget shows only after a delay and the previous view stays on screen until then

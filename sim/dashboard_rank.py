@@ -167,4 +167,41 @@ def sweep_points(table: pd.DataFrame, workload: str, latency: str) -> pd.DataFra
     out[latency] = [with_interval(r, latency, seconds) for _, r in rows.iterrows()]
     out["SLO met"] = [with_interval(r, "slo_attainment", lambda v: percent(v, 1)) for _, r in rows.iterrows()]
     out["$/request"] = [with_interval(r, "cost_per_request_usd", usd) for _, r in rows.iterrows()]
+    out["Pareto"] = pareto_marks(table, params).loc[rows.index]
     return out
+
+
+SWEEP_METRICS = ("slo_attainment", "cost_per_request_usd", "ttft_p99_s", "tpot_p99_s", "e2e_p99_s")
+
+
+def as_aggregated(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep table in the shape ``dcsim sweep`` writes (``seeds``, ``unstable_seeds``,
+    ``<metric>_mean``), so that one ranking rule (:mod:`sim.results.qualify`) marks it:
+    a table of single runs (``slo_attainment``, ``unstable``, no ``_mean`` columns, e.g.
+    written by hand) becomes one seed per row, its ``unstable`` flag an unstable seed.
+    An aggregated table is returned unchanged."""
+    if "slo_attainment_mean" in table.columns or "slo_attainment" not in table.columns:
+        return table
+    out = table.copy()
+    out["seeds"] = out["seeds"] if "seeds" in out.columns else 1
+    out["unstable_seeds"] = out["unstable"].fillna(False).astype(bool).astype(int) if "unstable" in out.columns else 0
+    for metric in SWEEP_METRICS:
+        if metric in out.columns:
+            out[f"{metric}_mean"] = out[metric]
+    return out
+
+
+def pareto_marks(table: pd.DataFrame, params: list[str]) -> pd.Series:
+    """Per row of an aggregated sweep table: "yes" on the $/request × p99-latency front of
+    its swept values and workload among qualifying fleets, "" off it, or "excluded (<why>)"
+    for a fleet that does not qualify: the `Pareto` column `dcsim sweep` prints
+    (:func:`sim.studies.sweep_report.pareto_flags`, :func:`sim.results.qualify.fleet_qualifying_rows`)."""
+    from sim.results.qualify import fleet_qualifying_rows
+    from sim.studies.sweep_report import pareto_flags
+
+    if "slo_attainment_mean" not in table.columns:
+        return pd.Series("—", index=table.index)
+    ok, why = fleet_qualifying_rows(table, params)
+    front = pareto_flags(table, params)
+    return pd.Series(["yes" if f else "" if q else f"excluded ({w})" for f, q, w in zip(front, ok, why)],
+                     index=table.index)

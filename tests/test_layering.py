@@ -35,7 +35,8 @@ LAYERS = [
     ("engine", {"sim.engine"}),
     ("results", {"sim.results"}),
     ("studies", {"sim.studies"}),
-    ("shells", {"sim.cli", "sim.dashboard", "sim.dashboard_checks", "sim.dashboard_rank", "app"}),
+    ("shells", {"sim.cli", "sim.dashboard", "sim.dashboard_checks", "sim.dashboard_rank",
+                "sim.dashboard_sizing", "sim.dashboard_curves", "sim.dashboard_cache", "app"}),
 ]
 
 

@@ -12,95 +12,25 @@ With ``DCSIM_SCREENSHOTS=DIR`` each view is saved whole (not only the first 1000
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 from playwright.sync_api import expect
 from browser_cases import CLIPPED_JS, launched_chromium
+from dashboard_browser_cases import (CHECKED, many_fleets, run_and_wait, show_view, sidebar_number,
+                                     streamlit_server, whole_page_screenshot)
 
-ROOT = Path(__file__).resolve().parents[2]
-STARTUP_S = 30.0
 VIEWS = ["Overview", "Latency", "Utilisation", "Cost", "Roofline", "SLO misses", "Compare", "Energy"]
 README_SHOTS = {"Overview": "dashboard-main.png", "Roofline": "dashboard-roofline.png"}
-# every element whose text must not be cut: table cells, fleet cards and their KPIs, alerts
-CHECKED = "td, th, [data-testid=fleet-card], [data-testid=kpi], [data-testid=kpi] *, [data-testid=stAlert] p"
-
-# Streamlit scrolls its main panel inside the page, so Playwright's full_page shot is only
-# the viewport: the whole page is shot by growing the viewport to the tallest scrolled
-# content (main panel or sidebar), then restoring it.
-CONTENT_HEIGHT_JS = """() => {
-  let h = document.documentElement.scrollHeight;
-  for (const el of document.querySelectorAll('*')) {
-    const overflow = getComputedStyle(el).overflowY;
-    if ((overflow === 'auto' || overflow === 'scroll') && el.scrollHeight > el.clientHeight + 1)
-      h = Math.max(h, el.getBoundingClientRect().top + el.scrollHeight);
-  }
-  return Math.ceil(h);
-}"""
-MAX_SHOT_HEIGHT = 16_000
 PROGRESS_JS = "() => [...document.querySelectorAll('[data-testid=stProgress]')].map(e => e.innerText.trim())"
 
 pytestmark = pytest.mark.slow
 
 
-def whole_page_screenshot(page, path: Path) -> None:
-    """The whole page, every chart and table, at the viewport's width."""
-    viewport = page.viewport_size
-    height = min(page.evaluate(CONTENT_HEIGHT_JS), MAX_SHOT_HEIGHT)
-    page.set_viewport_size({"width": viewport["width"], "height": max(height, viewport["height"])})
-    page.wait_for_timeout(800)  # plotly relayouts to the new height
-    page.screenshot(path=str(path))
-    page.set_viewport_size(viewport)
-    page.wait_for_timeout(300)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"streamlit did not answer on {url} within {timeout_s:g} s")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("streamlit") / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, STARTUP_S)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    yield from streamlit_server(tmp_path_factory.mktemp("streamlit"))
 
 
 @pytest.fixture(scope="module")
@@ -115,29 +45,6 @@ def page(browser):
         yield context.new_page()
     finally:
         context.close()
-
-
-def run_and_wait(page) -> float:
-    """Press Run; seconds until the fleet cards and a chart are drawn."""
-    run = page.get_by_role("button", name="Run", exact=True)
-    assert run.is_enabled()
-    started = time.monotonic()
-    run.click()
-    page.locator("[data-testid=fleet-card]").first.wait_for(timeout=60_000)
-    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=60_000)
-    return time.monotonic() - started
-
-
-def show_view(page, name: str) -> None:
-    page.locator("[data-testid=stButtonGroup]").get_by_text(name, exact=True).click()
-    # the app ends every view with a hidden marker naming it: once it names this view, the
-    # rerun has drawn the whole view (Streamlit's status widget shows only after a delay,
-    # so waiting for it to hide could pass while the previous view was still on screen)
-    page.locator(f"[data-testid=view-shown][data-view='{name}']").wait_for(state="attached", timeout=60_000)
-    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)
-    if page.locator(".js-plotly-plot:visible").count():
-        page.locator(".js-plotly-plot:visible .main-svg").first.wait_for(timeout=30_000)
-    page.wait_for_timeout(500)  # let plotly finish drawing
 
 
 def check_views(page, fleets: int) -> None:
@@ -175,18 +82,6 @@ def test_three_fleets_every_view_without_clipped_text(server, page):
         page.screenshot(path=str(Path(os.environ["DCSIM_SCREENSHOTS"]) / "dashboard-fleet-table-3fleets.png"))
 
 
-def many_fleets(path: Path, n: int) -> Path:
-    """The default scenario with copies of its fleets appended ('<name>-copy<k>') up to
-    ``n`` fleets."""
-    data = yaml.safe_load((ROOT / "scenarios" / "default.yaml").read_text())
-    base = data["fleets"]
-    data["fleets"] = base + [dict(base[i % len(base)], name=f"{base[i % len(base)]['name']}-copy{i // len(base) + 1}")
-                             for i in range(n - len(base))]
-    data["name"] = f"default-{n}-fleets"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
 @pytest.mark.parametrize("n", [5, 8])
 def test_many_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_path, n):
     page.goto(server)
@@ -202,13 +97,6 @@ def test_many_fleets_uploaded_every_view_without_clipped_text(server, page, tmp_
     check_views(page, n)
 
 
-def sidebar_number(page, label: str, value: str) -> None:
-    """Type ``value`` into the sidebar's number field ``label`` and commit it."""
-    field = page.locator("[data-testid=stSidebar]").get_by_role("spinbutton", name=label).first
-    field.fill(value)
-    field.press("Enter")
-
-
 def test_bad_value_and_huge_rate_block_run_with_their_reason(server, page):
     """Replicas 0 and 100,000 req/s: each blocks Run, with its reason in the page; the
     value typed is kept (never silently replaced by the old one)."""
@@ -220,7 +108,7 @@ def test_bad_value_and_huge_rate_block_run_with_their_reason(server, page):
     sidebar_number(page, "replicas", "0")
     page.get_by_text("replicas must be a whole number ≥ 1 (got 0)").first.wait_for(timeout=30_000)
     assert run.is_disabled()
-    assert sidebar.get_by_role("spinbutton", name="replicas").first.input_value() == "0"
+    expect(sidebar.get_by_role("spinbutton", name="replicas").first).to_have_value("0", timeout=30_000)
     page.get_by_role("button", name="reset edits").click()
     expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled(timeout=30_000)
     sidebar_number(page, "total arrival rate (requests/s)", "100000")
@@ -241,13 +129,15 @@ def test_a_new_one_pool_fleet_from_the_table_is_explained_and_keeps_the_edit(ser
     grid.wait_for(timeout=30_000)
     cell = grid.locator("td[role=gridcell]", has_text="all-h100").first
     cell.wait_for(state="attached", timeout=30_000)
-    box = grid.bounding_box()
-    page.mouse.dblclick(box["x"] + 40, box["y"] + 35 + 17)  # the first row's fleet cell (header 35 px, row 35 px)
+    # the first row's fleet cell (header 35 px, row 35 px); the locator's click waits until the grid
+    # is visible and stable (the expander's opening animation over), unlike raw mouse coordinates
+    grid.dblclick(position={"x": 40, "y": 35 + 17})
     editor = page.locator("textarea.gdg-input, input.gdg-input").first  # the grid's cell editor, once open
     editor.wait_for(timeout=30_000)
     editor.fill("brand-new")
     editor.press("Enter")
     grid.locator("td[role=gridcell]", has_text="brand-new").first.wait_for(state="attached", timeout=30_000)
+    page.get_by_text("The table has edits not applied yet").wait_for(timeout=30_000)  # the server has the edit
     page.get_by_role("button", name="apply table").click()
     message = page.locator("[data-testid=stAlert]").filter(has_text="The table was not applied")
     message.wait_for(timeout=30_000)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from sim import dashboard_rank as rank
 from sim.results import charts
@@ -80,3 +81,34 @@ def test_seed_intervals_only_from_enough_seeds():
     row["seeds"] = 5
     assert rank.with_interval(row, "ttft_p99_s", seconds) == f"{seconds(20.0)} [{seconds(0.267)}, {seconds(1560.0)}]"
     assert rank.with_interval(pd.Series({"ttft_p99_s": 1.5}), "ttft_p99_s", seconds) == seconds(1.5)
+
+
+def _sweep_rows(aggregated: bool):
+    """Two fleets at two load levels: 'cheap' is cheaper and faster everywhere but meets
+    its 99% target only for 90% of requests; 'ok' meets it."""
+
+    rate = "workloads.chat.arrival.rate_per_s"
+    rows = []
+    for r in (4.0, 8.0):
+        for fleet, att, cost, ttft in (("cheap", 0.90, 0.01, 0.5), ("ok", 0.995, 0.02, 0.8)):
+            row = {rate: r, "fleet": fleet, "workload": "chat", "kind": "autoregressive", "slo_target": 0.99}
+            values = {"slo_attainment": att, "cost_per_request_usd": cost, "ttft_p99_s": ttft}
+            if aggregated:
+                row.update(seeds=5, unstable_seeds=0, **{f"{k}_mean": v for k, v in values.items()})
+            else:
+                row.update(unstable=False, **values)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("aggregated", [True, False])
+def test_sweep_pareto_marks_and_front_rank_only_fleets_that_meet_their_slo(aggregated):
+    from sim.results.charts import pareto_front
+
+    table = rank.as_aggregated(_sweep_rows(aggregated))
+    points = rank.sweep_points(table, "chat", "ttft_p99_s")
+    marks = dict(zip(zip(points["workloads.chat.arrival.rate_per_s"], points["fleet"]), points["Pareto"]))
+    assert marks[(4.0, "ok")] == marks[(8.0, "ok")] == "yes"
+    assert marks[(4.0, "cheap")].startswith("excluded (chat: SLO 90")
+    fronts = [t for t in pareto_front(table, "chat").data if t.name == "Pareto front"]
+    assert sorted(y for t in fronts for y in t.y) == [0.02, 0.02]  # only 'ok' at each load level
