@@ -33,6 +33,7 @@ from sim.results.tables import Results, run_scenario
 from sim.overrides import document
 from sim.scenario import parse_scenario, scenario_to_yaml
 from sim.studies.headroom import results_planner_table
+from sim.studies.tco import tco_tables
 from sim.workloads import kind_of
 
 UPLOAD = "upload a scenario…"
@@ -224,8 +225,13 @@ def prices(bar: Sidebar) -> None:
                step=0.01, format="%.4f")
     bar.widget(box, "economics.pue", "number_input", "PUE", step=0.05)
     bar.widget(box, "economics.depreciation_years", "number_input", "depreciation (years)", step=0.5)
-    bar.widget(box, "economics.ownership", "selectbox", "ownership", options=["own", "rent"],
-               help="own: capex amortised plus opex; rent: the catalog's $/accelerator-hour")
+    bar.widget(box, "economics.ownership", "selectbox", "ownership", options=["own", "rent", "colocate"],
+               help="own: capex amortised plus opex; rent: the catalog's $/accelerator-hour; colocate: own the "
+                    "IT equipment, rent space and power at $/kW-month (docs/costs.md)")
+    bar.widget(box, "economics.colocation_usd_per_kw_month", "number_input", "colocation ($/kW-month)",
+               step=5.0, format="%.2f", help="colocate only; default CBRE North America H2 2024 (fleets/data/finance.csv)")
+    bar.widget(box, "economics.colocation_power", "selectbox", "colocation power", options=["metered", "included"],
+               help="colocate only: metered = billed on top at $/kWh x PUE; included in the $/kW-month")
     for key, label, step, fmt in (
             ("facility_capex_usd_per_mw", "facility capex ($/MW)", 1e6, "%.0f"),
             ("facility_depreciation_years", "facility depreciation (years)", 1.0, "%.1f"),
@@ -555,6 +561,37 @@ def energy(results: Results, colors: dict) -> None:
     st.table(table.set_index("fleet").map(lambda v: charts.human(v)))
 
 
+def tco_view(results: Results) -> None:
+    """Cash flow over the horizon, NPV and levelised cost, and the sensitivity table of
+    the run (``dcsim tco``'s tables, repriced from this run without re-simulating)."""
+    econ = results.scenario.economics
+    horizon = st.number_input("horizon (years)", min_value=1, max_value=50, step=1, key="tco-horizon",
+                              value=max(1, round(econ.depreciation_years)))
+    try:
+        tables = tco_tables(results, int(horizon))
+    except UserError as err:
+        st.error(str(err))
+        return
+    npv = tables.npv.set_index("fleet")
+    npv["meets SLOs"] = npv.pop("qualifies").map({True: "yes", False: "no (not ranked)"})
+    st.dataframe(npv, key="tco-npv")
+    fleet = st.selectbox("cash flow of fleet", list(npv.index), key="tco-fleet")
+    flow = tables.cash_flow[tables.cash_flow["fleet"] == fleet].drop(columns=["fleet", "load_multiplier"])
+    st.dataframe(flow.set_index("year"), key="tco-flow")
+    sens = tables.sensitivity
+    metric = sens["metric"].iloc[0]
+    grid = sens.pivot_table(index=["factor", "level", "value"], columns="fleet", values=metric, sort=False, dropna=False)
+    grid["winner"] = sens.groupby(["factor", "level", "value"], sort=False, dropna=False)["winner"].first()
+    st.caption(f"Sensitivity of {metric} (one factor at a time; the winner is the cheapest fleet that meets every "
+               "SLO). Utilisation rows here scale the run's demand without re-simulating; `dcsim tco` re-simulates "
+               "them.")
+    st.dataframe(grid, key="tco-sensitivity")
+    cols = st.columns(3)
+    for col, (name, df) in zip(cols, (("cash_flow", tables.cash_flow), ("npv", tables.npv),
+                                       ("sensitivity", sens))):
+        col.download_button(f"{name}.csv", csv_bytes(df), f"{name}.csv", "text/csv", key=f"tco-{name}")
+
+
 def sweep_view() -> None:
     st.caption("Load the output directory of `dcsim sweep --out DIR` (sweep.parquet or sweep.csv).")
     path = st.text_input("sweep directory", key="sweep-dir")
@@ -792,6 +829,7 @@ def main() -> None:
             "SLO misses": lambda: slo_misses(results),
             "Compare": lambda: compare(results, colors),
             "Energy": lambda: energy(results, colors),
+            "TCO": lambda: tco_view(results),
             **planning,
         }
         default, key = "Overview", "view"

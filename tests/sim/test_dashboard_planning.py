@@ -118,3 +118,34 @@ def test_overview_shows_prefix_cache_columns_for_a_cached_run(monkeypatch):
     cached = next(t.value for t in at.table if "prefix_hit_ratio" in t.value.columns)
     assert {"tokens_from_hbm", "tokens_from_host", "kv_bytes_moved_host_to_hbm", "prefill_flops_saved"} <= set(cached.columns)
     assert "no-cache" not in cached.index.get_level_values("fleet")
+
+
+@pytest.mark.slow
+def test_tco_view_colocated_adds_up_to_the_hourly_bill_over_the_life(quick):
+    """The TCO view of a colocated run: at r = 0 over the depreciation life, each fleet's
+    undiscounted TCO is its pools' own cost per hour x 8766 x life (a second computation
+    from pools.csv of the same run), and each pool's colocation line is its provisioned IT
+    kW x $/kW-month / 730.5 (hours per month)."""
+    import json
+
+    from sim.results.tables import run_scenario
+    from sim.scenario import parse_scenario
+
+    at = start()
+    at.selectbox(key=PREFIX + "economics.ownership").set_value("colocate").run()
+    at.button(key="run").click().run()
+    assert not at.exception, at.exception
+    show(at, "TCO")
+    frames = [d.value for d in at.dataframe]
+    npv = next(f for f in frames if "tco_usd" in f.columns)
+    sensitivity = next(f for f in frames if "winner" in f.columns)
+    scenario = parse_scenario(json.loads(at.session_state["last_run"]), "dashboard")
+    pools = run_scenario(scenario).pools
+    life = scenario.economics.depreciation_years
+    assert scenario.economics.ownership == "colocate" and scenario.economics.discount_rate_per_year == 0
+    for fleet, group in pools.groupby("fleet"):
+        assert npv.loc[fleet, "tco_usd"] == pytest.approx(group["own_cost_usd_per_hour"].sum() * 8766 * life, rel=1e-9)
+        kw = group["it_power_max_w"] / 1000.0
+        assert group["colocation_usd_per_hour"].to_numpy() == pytest.approx((kw * 184.06 / 730.5).to_numpy(), rel=1e-9)
+    assert {"accelerator price", "power price", "lifetime"} <= set(sensitivity.index.get_level_values("factor"))
+    assert set(sensitivity["winner"].dropna()) <= set(npv.index) | {""}
