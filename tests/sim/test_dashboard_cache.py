@@ -68,11 +68,16 @@ def test_mooncake_run_tiers_add_up_to_the_hit_ratio_and_bytes_follow_the_model()
     assert ("no-cache", "chat") not in per_token
     tiers = cache.tier_tokens(results.requests, per_token).set_index("fleet")
     done = results.requests[results.requests["measured"] & (results.requests["status"] == "completed")]
-    for fleet in ("cache-load", "cache-prefix-host"):
+    for fleet in ("cache-load", "cache-prefix-host", "cache-prefix-ssd"):
         prompt = done.loc[done["fleet"] == fleet, "prompt_tokens"].sum()
         hit = results.summary.set_index("fleet").loc[fleet, "prefix_hit_ratio"]
-        assert (tiers.loc[fleet, "tokens_from_hbm"] + tiers.loc[fleet, "tokens_from_host"]) / prompt == pytest.approx(hit)
+        served = sum(tiers.loc[fleet, c] for c in ("tokens_from_hbm", "tokens_from_host", "tokens_from_ssd")
+                     if c in tiers.columns and tiers.loc[fleet, c] == tiers.loc[fleet, c])  # NaN: no such tier
+        assert served / prompt == pytest.approx(hit)
+    ssd = tiers.loc["cache-prefix-ssd"]
+    assert ssd["kv_bytes_moved_ssd_to_hbm"] == ssd["tokens_from_ssd"] * 258_048
     host = tiers.loc["cache-prefix-host"]
     assert host["kv_bytes_moved_host_to_hbm"] == host["tokens_from_host"] * 258_048
     pools = cache.pool_cache_table(results.pools)
-    assert set(pools["fleet"]) == {"cache-load", "cache-prefix", "cache-load-host", "cache-prefix-host"}
+    assert set(pools["fleet"]) == {"cache-load", "cache-prefix", "cache-load-host", "cache-prefix-host",
+                                   "cache-load-ssd", "cache-prefix-ssd"}
