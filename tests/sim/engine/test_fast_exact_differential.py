@@ -29,7 +29,7 @@ import pytest
 from fast_exact import assert_modes_agree
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
-from scenario_strategies import diff_settings, placeable, remote_drafters, scenarios, squeeze
+from scenario_strategies import chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 
 def check(data: dict) -> None:
@@ -125,3 +125,28 @@ def test_remote_drafter_scenarios_agree(tmp_path_factory, data):
 def test_remote_drafter_scenarios_agree_smoke(tmp_path_factory, data):
     base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=1))
     check(data.draw(remote_drafters(base)))
+
+
+def _chunked_check(data) -> None:
+    check(data)
+    if not any("prefill_chunk_tokens" in p for p in data["fleets"][0]["pools"]):
+        event("no pool chunked")
+
+
+@pytest.mark.slow
+@diff_settings(150)
+@given(data=st.data())
+def test_chunked_prefill_scenarios_agree(tmp_path_factory, data):
+    """Chunked prefill (pool prefill_chunk_tokens) on every co-located autoregressive pool
+    without speculation, some under KV pressure: a prompt mid-prefill runs one iteration
+    per timer in both modes, the decode stretches of fast mode resume after its last chunk."""
+    pressure = data.draw(st.booleans())
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2, pressure=pressure))
+    _chunked_check(data.draw(chunked(base)))
+
+
+@diff_settings(12)
+@given(data=st.data())
+def test_chunked_prefill_scenarios_agree_smoke(tmp_path_factory, data):
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
+    _chunked_check(data.draw(chunked(base)))
