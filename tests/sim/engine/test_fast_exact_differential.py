@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from scenario_strategies import chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 
-def check(data: dict) -> None:
+def check(data: dict):
+    """Both modes agree on ``data``; returns the exact run's requests."""
     squeeze(data)
     assume(placeable(data))
     _, exact = assert_modes_agree(data)
@@ -53,6 +54,7 @@ def check(data: dict) -> None:
     ):
         if happened:
             event(label)
+    return req
 
 
 # --- the tests -------------------------------------------------------------------------
@@ -128,9 +130,13 @@ def test_remote_drafter_scenarios_agree_smoke(tmp_path_factory, data):
 
 
 def _chunked_check(data) -> None:
-    check(data)
-    if not any("prefill_chunk_tokens" in p for p in data["fleets"][0]["pools"]):
+    req = check(data)
+    budgets = [p["prefill_chunk_tokens"] - p.get("max_batch", 256)
+               for p in data["fleets"][0]["pools"] if "prefill_chunk_tokens" in p]
+    if not budgets:
         event("no pool chunked")
+    elif not req.empty and (req["prompt_tokens"] > min(budgets)).any():
+        event("a prompt longer than a chunk")
 
 
 @pytest.mark.slow
