@@ -9,7 +9,11 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 from scenario_cases import make_scenario
+from typer.testing import CliRunner
+
+from sim.cli import app
 
 from sim.engine.core import simulate
 
@@ -113,11 +117,7 @@ def test_unchunked_replica_stalls_the_decode_for_the_whole_prompt(tmp_path):
 
 @pytest.mark.parametrize("chunk,field_text", [(8, "must exceed max_batch"), (0, "greater than or equal to 1")])
 def test_bad_chunk_budget_is_refused(tmp_path, chunk, field_text):
-    import subprocess
-    import sys
-
-    import yaml
-
+    """``dcsim run`` exits 2 naming the field, writes nothing, shows no traceback."""
     data = {"name": "bad", "seed": 1, "duration_s": 10, "warmup_s": 0,
             "workloads": {"chat": {"kind": "autoregressive", "model": "llama-3.1-70b",
                                    "arrival": {"kind": "poisson", "rate_per_s": 1.0},
@@ -128,9 +128,8 @@ def test_bad_chunk_budget_is_refused(tmp_path, chunk, field_text):
                                                 "prefill_chunk_tokens": chunk}]}]}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
-    out = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(path), "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 2, out.stderr
-    assert "prefill_chunk_tokens" in out.stderr and field_text in out.stderr
-    assert "Traceback" not in out.stderr
+    out = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert out.exit_code == 2, out.output
+    assert "prefill_chunk_tokens" in out.output and field_text in out.output
+    assert "Traceback" not in out.output
     assert not (tmp_path / "out").exists()
