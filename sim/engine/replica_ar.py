@@ -21,8 +21,8 @@ iteration). The run ends exactly where the per-iteration loop would change the b
   boundary fits at none after it and the run continues; one that fits ends the run there;
 - an arrival that becomes the head and could fit cuts the run at the next boundary.
 
-Prefill is not chunked: a prompt is prefilled whole in one mixed iteration, so there is no
-chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
+Without ``prefill_chunk_tokens`` a prompt is prefilled whole in one mixed iteration, so
+there is no chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
 counts the iterations finished by then. ``exact`` mode runs one timer per iteration.
 Both modes time iteration j after the last batch change (the segment's anchor) as
 ``anchor + decode_stretch_time_s(j)`` and schedule it at that absolute instant with the
@@ -30,6 +30,17 @@ replica's priority (:mod:`sim.engine.timer`), so they compute the same instants 
 simultaneous events the same way: every request gets the same timestamps (checked to
 1e-9 relative by ``tests/sim/engine/test_fast_exact_differential.py``; the closed form is
 checked against a per-iteration sum in ``tests/sim/models/test_decode_stretch.py``).
+
+**Chunked prefill** (``pool.prefill_chunk_tokens`` = budget, Sarathi-Serve, OSDI 2024;
+vLLM's chunked prefill): each iteration runs one token for every decoding sequence first,
+then chunks of the prompts mid-prefill, oldest first, in what is left of the budget
+(admission needs some of it left). A chunk of m tokens after c prefilled ones is priced by
+:meth:`sim.models.perf.PerfModel.mixed_cost` with attention pairs m² + 2mc and the c
+tokens' KV read (its ``cached`` argument). A prompt's KV blocks are all reserved at
+admission, as without chunking, and it counts as a running sequence growing one token per
+iteration like the others (a slight over-count, set back to prompt + 1 at its last
+chunk, whose end is its first token). While a prompt is mid-prefill both modes run one
+iteration per timer; fast mode's closed-form decode runs resume after its last chunk.
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
