@@ -132,6 +132,10 @@ class PoolConfig(Strict):
         None, description="attention math; default: the KV cache's; refused on a part without that peak")
     max_batch: int = Field(256, ge=1, le=65_536, description="max concurrent sequences/samples")
     max_prefill_tokens: int = Field(8192, ge=1, le=MAX_TOKENS, description="token budget of one iteration")
+    prefill_chunk_tokens: int | None = Field(
+        None, ge=1, le=MAX_TOKENS, description="chunked prefill (docs/serving.md): each iteration's token budget, "
+        "decodes first and prompt chunks in the rest (Sarathi-Serve, vLLM), in place of max_prefill_tokens; more "
+        "than max_batch; absent: every prompt prefilled whole in one iteration")
     kv_block_tokens: int = Field(16, ge=1, le=1024)
     kv_watermark: float = Field(0.01, ge=0, lt=1)
     memory_utilization: float = Field(0.9, gt=0, le=1)
@@ -162,7 +166,8 @@ class PoolConfig(Strict):
         set (a scenario without them saves as it always did)."""
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures", "prefix_cache"):
+            for key in ("scaleout_fabric", "loading", "residency", "autoscale", "failures", "prefix_cache",
+                        "prefill_chunk_tokens"):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data
@@ -339,6 +344,7 @@ class Scenario(Strict):
         for fleet in self.fleets:
             _check_serves(self, fleet)
             _check_operations(self, fleet)
+            _check_chunking(self, fleet)
         for name, wl in self.workloads.items():
             kind_of(wl).check_arrival(name, wl)
             mix = getattr(wl, "mix", None)
@@ -362,6 +368,31 @@ def fleet_workloads(scenario: Scenario, fleet: FleetConfig) -> list[str]:
     if fleet.workloads is None:
         return list(scenario.workloads)
     return [n for n in scenario.workloads if n in fleet.workloads]
+
+
+def _check_chunking(scenario: Scenario, fleet: FleetConfig) -> None:
+    """``prefill_chunk_tokens`` is modelled on a co-located autoregressive pool without
+    speculative decoding or a prefix cache, and must exceed ``max_batch`` so decodes never
+    fill an iteration's budget (a prompt mid-prefill always advances)."""
+    for p, pool in enumerate(fleet.pools):
+        chunk = pool.prefill_chunk_tokens
+        if chunk is None:
+            continue
+        at = f"fleets.{scenario.fleets.index(fleet)}.pools.{p}.prefill_chunk_tokens"
+        if chunk <= pool.max_batch:
+            raise ValueError(f"{at}: pool '{pool.name}' prefill_chunk_tokens (={chunk}) must exceed max_batch "
+                             f"(={pool.max_batch}): decodes come first in an iteration's token budget")
+        if pool.prefix_cache is not None:
+            raise ValueError(f"{at}: pool '{pool.name}': chunked prefill with a prefix cache is not modelled; "
+                             "leave out prefill_chunk_tokens or prefix_cache")
+        for entry in pool.serves:
+            name, stage = split_serves(entry)
+            wl = scenario.workloads.get(name)
+            if wl is None:
+                continue  # _check_serves names it
+            if stage is not None or kind_of(wl).family != "ar" or getattr(wl, "speculation", None) is not None:
+                raise ValueError(f"{at}: pool '{pool.name}' serves '{entry}': chunked prefill is modelled on a "
+                                 "co-located autoregressive pool without speculation (no prefill/decode/draft stage)")
 
 
 def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:

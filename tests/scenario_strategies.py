@@ -332,6 +332,22 @@ def remote_drafters(draw, data: dict) -> dict:
     return data
 
 
+@st.composite
+def chunked(draw, data: dict) -> dict:
+    """``data`` (a scenario of :func:`scenarios`) with chunked prefill on every pool that
+    serves only whole autoregressive workloads without speculation and has no prefix
+    cache: ``prefill_chunk_tokens`` just above ``max_batch`` (decodes nearly fill the
+    budget: one-token chunks) up to a few hundred tokens more (prompts in several chunks)."""
+    workloads = data["workloads"]
+    for pool in data["fleets"][0]["pools"]:
+        names = [e for e in pool["serves"]]
+        plain = all(":" not in e and workloads[e]["kind"] == "autoregressive"
+                    and "speculation" not in workloads[e] for e in names)
+        if plain and names and "prefix_cache" not in pool:
+            pool["prefill_chunk_tokens"] = pool.get("max_batch", 256) + draw(st.sampled_from([1, 3, 16, 100, 700]))
+    return data
+
+
 SQUEEZE = "_squeeze"  # marks a pool to get just over the least memory it can be placed with
 
 

@@ -67,6 +67,8 @@ def evacuate(replica) -> list:
     for seq, req in replica.heap.entries():
         if req.run_seq == seq and req.status == PENDING:
             found[req.id] = req
+    for entry in getattr(replica, "_pending", ()):  # prompts mid-prefill in chunks: outside the heap until prefilled
+        found[entry[0].id] = entry[0]
     pool = replica.pool
     pool.outstanding_total -= real_outstanding(replica)
     pool.queued_total -= len(replica.waiting)

@@ -24,6 +24,8 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
     cdef public Py_ssize_t role, gnum, pinned, n_loading, cache_block
     cdef public PrefixCache prefix
+    cdef public Py_ssize_t chunk, _pending_w
+    cdef public list _pending
     cdef public bint _busy, _cuttable, _inflight
 
     cdef inline Py_ssize_t _kv(self, Py_ssize_t counter)
@@ -84,3 +86,13 @@ cdef class ARReplica(TimerDriven):
     cpdef _finish(self, end=*)
     @cython.locals(req=Request)
     cpdef _finish_mixed(self, double end)
+    @cython.locals(req=Request, room=Py_ssize_t)
+    cpdef Py_ssize_t _chunk_room(self)
+    @cython.locals(req=Request, budget=Py_ssize_t, m=Py_ssize_t)
+    cpdef list _plan_chunks(self)
+    @cython.locals(req=Request, n_decode=Py_ssize_t, new_tokens=Py_ssize_t, new_sq=double, cached=Py_ssize_t, copied=Py_ssize_t, pending_offsets=Py_ssize_t, m=Py_ssize_t, c=Py_ssize_t, tokens=Py_ssize_t, i=Py_ssize_t, t=double, flops=double, bytes_moved=double)
+    cpdef double _chunk_cost(self, Py_ssize_t n_chunks)
+    @cython.locals(req=Request, t=double, tokens=double, done=Py_ssize_t, i=Py_ssize_t)
+    cpdef _finish_chunks(self, double end)
+    @cython.locals(w=Py_ssize_t, extra=Py_ssize_t)
+    cpdef _prefilled(self, Request req, Py_ssize_t admitted_iter, double end)

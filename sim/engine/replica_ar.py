@@ -21,8 +21,8 @@ iteration). The run ends exactly where the per-iteration loop would change the b
   boundary fits at none after it and the run continues; one that fits ends the run there;
 - an arrival that becomes the head and could fit cuts the run at the next boundary.
 
-Prefill is not chunked: a prompt is prefilled whole in one mixed iteration, so there is no
-chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
+Without ``prefill_chunk_tokens`` a prompt is prefilled whole in one mixed iteration, so
+there is no chunk boundary to stop at. When the drain runs out mid-run, :meth:`ARReplica.settle`
 counts the iterations finished by then. ``exact`` mode runs one timer per iteration.
 Both modes time iteration j after the last batch change (the segment's anchor) as
 ``anchor + decode_stretch_time_s(j)`` and schedule it at that absolute instant with the
@@ -30,6 +30,17 @@ replica's priority (:mod:`sim.engine.timer`), so they compute the same instants 
 simultaneous events the same way: every request gets the same timestamps (checked to
 1e-9 relative by ``tests/sim/engine/test_fast_exact_differential.py``; the closed form is
 checked against a per-iteration sum in ``tests/sim/models/test_decode_stretch.py``).
+
+**Chunked prefill** (``pool.prefill_chunk_tokens`` = budget, Sarathi-Serve, OSDI 2024;
+vLLM's chunked prefill): each iteration runs one token for every decoding sequence first,
+then chunks of the prompts mid-prefill, oldest first, in what is left of the budget
+(admission needs some of it left). A chunk of m tokens after c prefilled ones is priced by
+:meth:`sim.models.perf.PerfModel.mixed_cost` with attention pairs m² + 2mc and the c
+tokens' KV read (its ``cached`` argument). A prompt's KV blocks are all reserved at
+admission, as without chunking, and it counts as a running sequence growing one token per
+iteration like the others (a slight over-count, set back to prompt + 1 at its last
+chunk, whose end is its first token). While a prompt is mid-prefill both modes run one
+iteration per timer; fast mode's closed-form decode runs resume after its last chunk.
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
@@ -116,7 +127,8 @@ class ARReplica(TimerDriven):
         "_version", "acc", "block", "cap_blocks", "env", "heap", "index", "iters",
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
-        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s"
+        "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s",
+        "chunk", "_pending", "_pending_w"
     )
 
     def __init__(self, run, pool, index: int) -> None:
@@ -184,6 +196,11 @@ class ARReplica(TimerDriven):
         self.loading: list = []  # decode: heap of (transfer end, request id, request)
         self.releases: list = []  # prefill: heap of (transfer end, request id, blocks held until then)
         self._wake = 0.0  # instant of the pending timer while no iterations are in flight
+        # chunked prefill (prefill_chunk_tokens; 0: off): prompts mid-prefill, oldest first, as
+        # [request, tokens prefilled, iteration counter at admission, this iteration's chunk]
+        self.chunk = getattr(cfg, "prefill_chunk_tokens", None) or 0
+        self._pending: list = []
+        self._pending_w = 0  # their sequences (branches): in n_running, not decoding
         # the prefix cache (sim.engine.prefix_cache; None: off, and on a decode replica, which prefills nothing)
         pc = getattr(cfg, "prefix_cache", None)
         self.prefix = None
@@ -293,6 +310,10 @@ class ARReplica(TimerDriven):
         self.n_running += w
         self.pool.running_total += w
         self._version += 1
+        if self.chunk:  # its prefill runs in chunks; it joins the completion heap after the last
+            self._pending.append([req, 0, self.iters, 0])
+            self._pending_w += w
+            return
         if self.role == PREFILL:  # leaves after its prefill iteration: no completion to wait for
             return
         heap = self.heap
@@ -377,6 +398,8 @@ class ARReplica(TimerDriven):
         if self.loading and self.loading[0][0] <= self.env._now:
             self._join()
         admitted = [] if preempted or not self.waiting else self._admit()
+        if self._pending:  # chunked prefill: this iteration's chunks (the requests they belong to)
+            admitted = self._plan_chunks()
         if admitted or self.n_running:
             self._begin(admitted)
         else:
@@ -464,14 +487,17 @@ class ARReplica(TimerDriven):
         free = (self.cap_blocks - self.pinned - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n)
                 - self.watermark_blocks)
         exact = False
-        budget = self.max_prefill_tokens
+        budget = self.max_prefill_tokens if not self.chunk else self._chunk_room()
         reserved = 0
         while self.waiting and self.n_running + self.n_loading + self.waiting[0].branches <= self.max_batch:
             req = self.waiting[0]
             remote = req.kv_remote
             tokens = req.prompt_tokens + (1 if remote else req.generated)  # remote: the prompt and its first token
             need = -(-tokens // self.block) * req.branches
-            if admitted and not remote and tokens > budget:
+            if self.chunk:
+                if budget <= 0:  # no token of this iteration's budget left for a new prompt's chunk
+                    break
+            elif admitted and not remote and tokens > budget:
                 break
             if need > free and not exact:
                 exact = True
@@ -730,7 +756,8 @@ class ARReplica(TimerDriven):
                     self._cache_commit(req)
         after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
         if self._stale:
-            while heap.first_seq() != heap.first().run_seq:
+            # (only stale entries left: a chunked replica runs with its prompts mid-prefill outside the heap)
+            while heap.next_done() != NO_COMPLETION and heap.first_seq() != heap.first().run_seq:
                 heap.pop()
                 self._stale -= 1
             self._next_done = heap.next_done()
@@ -749,6 +776,8 @@ class ARReplica(TimerDriven):
         if self.role == PREFILL:  # its requests leave after the prefill iteration
             n = 0
             self._send_early(admitted, anchor)
+        elif self._pending:  # a prompt mid-prefill: one iteration per timer in both modes
+            n = 0
         elif self.run.exact:
             n = 0 if admitted else 1
         else:
@@ -794,6 +823,8 @@ class ARReplica(TimerDriven):
         under the iteration's compute, those from the SSD tier read after one latency at
         the drives' rate and copied the same way: the iteration takes the longest of the
         compute, the copy and the read (:meth:`_cache_copy_s`)."""
+        if self.chunk:  # refused together with a prefix cache (sim.workloads.autoregressive)
+            return self._chunk_cost(len(admitted))
         n_decode = self.n_running
         block = self.cache_block  # 0 without a cache
         new_tokens = 0
@@ -939,6 +970,9 @@ class ARReplica(TimerDriven):
 
     def _finish_mixed(self, end: float) -> None:
         """First tokens of the requests the mixed iteration (ending at ``end``) prefilled."""
+        if self.chunk:
+            self._finish_chunks(end)
+            return
         t, tokens = self._mix_t, self._mix_tokens
         admitted, self._admitted = self._admitted, []
         self.iters += 1
@@ -955,3 +989,107 @@ class ARReplica(TimerDriven):
         if self.role == PREFILL:
             self._hand_off(admitted)
 
+
+    # --- chunked prefill (pool.prefill_chunk_tokens; module docstring of docs/serving.md) ---
+    def _chunk_room(self) -> int:
+        """Tokens of this iteration's budget left for new prompts: the budget less one token
+        per decoding sequence and the unprefilled tokens of the prompts mid-prefill."""
+        room = self.chunk - (self.n_running - self._pending_w)
+        for entry in self._pending:
+            req = entry[0]
+            room -= req.prompt_tokens + req.generated - entry[1]
+        return room
+
+    def _plan_chunks(self) -> list:
+        """This iteration's chunks: decodes first (one token per decoding sequence), then
+        the prompts mid-prefill, oldest first, each taking what is left of its prompt or of
+        the budget (``entry[3]``). Returns their requests, in that order; the budget left
+        after the decodes is at least 1 (``prefill_chunk_tokens`` > ``max_batch``)."""
+        budget = self.chunk - (self.n_running - self._pending_w)
+        chunked: list = []
+        for entry in self._pending:
+            req = entry[0]
+            m = req.prompt_tokens + req.generated - entry[1]
+            if m > budget:
+                m = budget
+            if m <= 0:
+                break
+            entry[3] = m
+            budget -= m
+            chunked.append(req)
+        return chunked
+
+    def _chunk_cost(self, n_chunks: int) -> float:
+        """One iteration of ``n_chunks`` prompt chunks (the first of ``_pending``) beside one
+        token for every decoding sequence: a chunk of m tokens after c prefilled ones of its
+        prompt computes m·c + m²/2 query-key pairs (Σ of m² + 2mc passed as the squares) and
+        reads the c tokens' KV (``cached``), as a prefix-cache hit would
+        (:meth:`sim.models.perf.PerfModel.mixed_cost`); best-of-k branches copy the prompt's
+        KV after its last chunk."""
+        n_decode = self.n_running - self._pending_w
+        new_tokens = 0
+        new_sq = 0.0
+        cached = 0
+        copied = 0
+        pending_offsets = 0
+        for entry in self._pending:
+            pending_offsets += entry[0].branches * entry[0].kv_offset
+        for i in range(n_chunks):
+            entry = self._pending[i]
+            req = entry[0]
+            m = entry[3]
+            c = entry[1]
+            new_tokens += m
+            new_sq += float(m) * m + 2.0 * m * c
+            cached += c
+            tokens = req.prompt_tokens + req.generated
+            if c + m == tokens:
+                copied += (req.branches - 1) * tokens
+        context = self.sum_offsets - pending_offsets + n_decode * self.iters  # of the decoding sequences
+        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+        self._mix_t, self._mix_flops, self._mix_bytes = t, flops, bytes_moved
+        self._mix_hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        self._mix_tokens = new_tokens + n_decode
+        return t
+
+    def _finish_chunks(self, end: float) -> None:
+        """The chunk iteration ending at ``end`` is done: each chunk's share of its time goes
+        to its request; a prompt whose last chunk it was gets its first token at ``end``,
+        its KV count set to prompt + 1 (it was counted as growing one token per iteration
+        since admission, like every running sequence) and its completion counter."""
+        t, tokens = self._mix_t, self._mix_tokens
+        chunked, self._admitted = self._admitted, []
+        self.iters += 1
+        self.acc += t / tokens
+        done = 0
+        for i in range(len(chunked)):
+            entry = self._pending[i]
+            req = entry[0]
+            req.share_s += entry[3] * t / tokens
+            req.acc_mark = self.acc
+            if entry[1] == 0 and req.first_token_at_s != req.first_token_at_s:  # NaN: first run
+                req.admitted_at_s = self._start
+            entry[1] += entry[3]
+            if entry[1] == req.prompt_tokens + req.generated:
+                done += 1
+        for i in range(done):
+            entry = self._pending.pop(0)
+            self._prefilled(entry[0], entry[2], end)
+
+    def _prefilled(self, req: Request, admitted_iter: int, end: float) -> None:
+        """``req``'s last chunk ended at ``end`` (iteration counter ``iters``): it holds its
+        prompt and first token and decodes from the next iteration."""
+        w = req.branches
+        extra = self.iters - admitted_iter - 1  # iterations its KV was counted as growing before its first token
+        if extra:
+            self.residues[req.kv_offset % self.block] -= w
+            req.kv_offset -= extra
+            self.residues[req.kv_offset % self.block] += w
+            self.sum_offsets -= w * extra
+            self._version += 1
+        self._pending_w -= w
+        req.start_iter = self.iters - 1  # _note_progress: iters − start_iter tokens generated in this run
+        if req.first_token_at_s != req.first_token_at_s:
+            req.first_token_at_s = end
+        self.heap.push(self.iters + req.output_tokens - req.generated - 1, req.run_seq, req)
+        self._next_done = self.heap.next_done()

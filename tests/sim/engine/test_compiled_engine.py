@@ -24,7 +24,7 @@ from data_files import require_scenario_data
 from engine_builds import SourceEngine, digest
 from hypothesis import given
 from hypothesis import strategies as st
-from scenario_strategies import diff_settings, placeable, remote_drafters, scenarios, squeeze
+from scenario_strategies import chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 import sim
 
@@ -103,6 +103,21 @@ def test_remote_drafter_scenarios_are_byte_identical_in_both_builds(source_engin
     _require_compiled()
     base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=1))
     scenario = data.draw(remote_drafters(base))
+    squeeze(scenario)
+    if not placeable(scenario):
+        return
+    scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
+    assert digest(scenario) == source_engine.digest(scenario)
+
+
+@diff_settings(8)
+@given(data=st.data())
+def test_chunked_prefill_scenarios_are_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+    """Chunked prefill (pool prefill_chunk_tokens: the pending prompts' Python lists, the
+    KV count set back at the last chunk) in both builds."""
+    _require_compiled()
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
+    scenario = data.draw(chunked(base))
     squeeze(scenario)
     if not placeable(scenario):
         return

@@ -29,10 +29,11 @@ import pytest
 from fast_exact import assert_modes_agree
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
-from scenario_strategies import diff_settings, placeable, remote_drafters, scenarios, squeeze
+from scenario_strategies import chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 
-def check(data: dict) -> None:
+def check(data: dict):
+    """Both modes agree on ``data``; returns the exact run's requests."""
     squeeze(data)
     assume(placeable(data))
     _, exact = assert_modes_agree(data)
@@ -53,6 +54,7 @@ def check(data: dict) -> None:
     ):
         if happened:
             event(label)
+    return req
 
 
 # --- the tests -------------------------------------------------------------------------
@@ -125,3 +127,32 @@ def test_remote_drafter_scenarios_agree(tmp_path_factory, data):
 def test_remote_drafter_scenarios_agree_smoke(tmp_path_factory, data):
     base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=1))
     check(data.draw(remote_drafters(base)))
+
+
+def _chunked_check(data) -> None:
+    req = check(data)
+    budgets = [p["prefill_chunk_tokens"] - p.get("max_batch", 256)
+               for p in data["fleets"][0]["pools"] if "prefill_chunk_tokens" in p]
+    if not budgets:
+        event("no pool chunked")
+    elif not req.empty and (req["prompt_tokens"] > min(budgets)).any():
+        event("a prompt longer than a chunk")
+
+
+@pytest.mark.slow
+@diff_settings(150)
+@given(data=st.data())
+def test_chunked_prefill_scenarios_agree(tmp_path_factory, data):
+    """Chunked prefill (pool prefill_chunk_tokens) on every co-located autoregressive pool
+    without speculation, some under KV pressure: a prompt mid-prefill runs one iteration
+    per timer in both modes, the decode stretches of fast mode resume after its last chunk."""
+    pressure = data.draw(st.booleans())
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2, pressure=pressure))
+    _chunked_check(data.draw(chunked(base)))
+
+
+@diff_settings(12)
+@given(data=st.data())
+def test_chunked_prefill_scenarios_agree_smoke(tmp_path_factory, data):
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
+    _chunked_check(data.draw(chunked(base)))
