@@ -96,6 +96,15 @@ class PrefixCacheConfig(Strict):
                              "price of load: a replica scores its cached prefix tokens minus load_tokens per request "
                              "queued or running on it (assumed; sweep it: docs/kv-reuse.md)")
 
+    @model_serializer(mode="wrap")
+    def _leave_out_off(self, handler):
+        """The saved scenario lists ``shared_blocks`` only when a shared tier is on (a
+        scenario without one saves as it always did)."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("shared_blocks"):
+            data.pop("shared_blocks", None)
+        return data
+
 
 class PoolConfig(Strict):
     """Identical replicas of one model on one accelerator type.
