@@ -88,9 +88,22 @@ class PrefixCacheConfig(Strict):
                             "proportion to their accelerators (DGX B200: 8 x 3.84 TB U.2, DGX B200 user guide)")
     ssd_latency_s: float = Field(SSD_READ_LATENCY_S, ge=0.0, le=1.0, description="latency of a read from the SSD "
                                  "tier, paid once per prefill that reads from it")
+    shared_blocks: int = Field(0, ge=0, le=10**12, description="blocks the pool's shared KV store keeps for all "
+                               "its replicas (Mooncake Store, LMCache remote backend), below each replica's last "
+                               "tier: the blocks they drop go there, and any replica's hit there is read over its "
+                               "scale-out NICs (the pool's scaleout_fabric) into HBM; 0: no shared tier")
     load_tokens: int = Field(PREFIX_LOAD_TOKENS, ge=0, le=MAX_TOKENS, description="the prefix_aware router's "
                              "price of load: a replica scores its cached prefix tokens minus load_tokens per request "
                              "queued or running on it (assumed; sweep it: docs/kv-reuse.md)")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_off(self, handler):
+        """The saved scenario lists ``shared_blocks`` only when a shared tier is on (a
+        scenario without one saves as it always did)."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("shared_blocks"):
+            data.pop("shared_blocks", None)
+        return data
 
 
 class PoolConfig(Strict):

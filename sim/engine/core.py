@@ -500,6 +500,7 @@ class _Frames:
         self.split = any(r.split for r in plan.routes)
         self.speculates = any(getattr(r.config, "speculation", None) is not None for r in plan.routes)
         self.caches = any(getattr(p.config, "prefix_cache", None) is not None for p in pools)
+        self.shared_tier = any(p.shared_kv is not None for p in pools)  # a pool's shared KV tier
 
     def shares(self, shares: dict) -> pd.DataFrame:
         """Replica-seconds per (request, pool) for requests whose journey crossed pools
@@ -561,6 +562,8 @@ class _Frames:
             df["prefill_flops_saved"] = raw["prefill_flops_saved"]
             df["host_cached_tokens"] = raw["host_cached_tokens"]
             df["ssd_cached_tokens"] = raw["ssd_cached_tokens"]
+            if self.shared_tier:  # only then, so the outputs without a shared tier keep their columns
+                df["shared_cached_tokens"] = raw["shared_cached_tokens"]
         return df
 
     def _split_columns(self, df: pd.DataFrame, raw: dict) -> None:
@@ -606,4 +609,6 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
             rows[-1].update(prefill_prompt_tokens=s.prefill_prompt_tokens,
                             prefill_cached_tokens=s.prefill_cached_tokens, prefill_flops_saved=s.prefill_flops_saved,
                             prefill_host_tokens=s.prefill_host_tokens, prefill_ssd_tokens=s.prefill_ssd_tokens)
+            if p.shared_kv is not None:
+                rows[-1].update(prefill_shared_tokens=s.prefill_shared_tokens)
     return pd.DataFrame(rows)

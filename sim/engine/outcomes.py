@@ -37,12 +37,12 @@ OUTCOME_FIELDS = (
     "denoiser_flops", "preemptions", "share_s", "verifier_calls", "handoffs", "handoff_s",
     "handoff_wait_s", "branches", "memory_wait_s", "decode_pool", "kv_src_replica", "kv_transfer_bytes",
     "kv_transfer_s", "decode_queue_s", "kv_done_at_s", "cached_tokens", "prefill_flops_saved",
-    "host_cached_tokens", "ssd_cached_tokens",
+    "host_cached_tokens", "ssd_cached_tokens", "shared_cached_tokens",
 )
 INT_FIELDS = (
     "id", "workload", "pool", "replica", "status", "images", "prompt_tokens", "output_tokens", "steps",
     "sample_steps", "preemptions", "verifier_calls", "handoffs", "branches", "decode_pool", "kv_src_replica",
-    "cached_tokens", "host_cached_tokens", "ssd_cached_tokens",
+    "cached_tokens", "host_cached_tokens", "ssd_cached_tokens", "shared_cached_tokens",
 )
 """The int64 outcome fields, in the order :meth:`Outcomes.record` writes them in a row."""
 FLOAT_FIELDS = (
@@ -141,6 +141,7 @@ class Outcomes:
         ints[i + 16] = req.cached_tokens
         ints[i + 17] = req.host_cached_tokens
         ints[i + 18] = req.ssd_cached_tokens
+        ints[i + 19] = req.shared_cached_tokens
         f = n * _N_FLOAT  # FLOAT_FIELDS, in order
         floats = self._floats
         floats[f] = req.arrival_at_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from sim.engine.prefix_cache import SharedStore
 from sim.engine.request import Request
 from sim.engine.run import PoolStats
 from sim.fleet_plan import PoolPlan
@@ -37,6 +38,8 @@ class Pool:
         self.kv_in: dict = {}
         self.layerwise: dict[int, bool] = {}
         self.stats = PoolStats()
+        pc = getattr(self.config, "prefix_cache", None)  # the shared KV tier (docs/kv-reuse.md), one per pool
+        self.shared_kv = SharedStore(pc.shared_blocks) if pc is not None and pc.shared_blocks else None
         self.replicas: list = []
         # the routers' indexes over this pool (sim.engine.router._MinIndex), told by a replica
         # whenever its outstanding or queued count changes; its position in each is its index

@@ -28,6 +28,10 @@ NeurIPS 2024):
   passes its least recently used block to the next, the last one drops it. A hit may run
   through lower-tier blocks: they are promoted back to HBM at admission, and the replica
   pays their transfer (:meth:`acquire` counts them per tier in ``moved``).
+- With a pool's shared store (``shared``, a :class:`SharedStore`: Mooncake Store, LMCache's
+  remote backend), a block dropped past the replica's last tier is put there, and a hit
+  continues through keys the replica lacks but the store holds: such a block is copied
+  into this replica's HBM (counted in ``moved[SHARED]``) and stays in the store too.
 
 Capacity accounting: a running request counts its whole prompt's KV in the replica's
 paged-KV bookkeeping as before (two running requests sharing a prefix each count it:
@@ -42,7 +46,11 @@ from array import array
 
 HOST, SSD = 1, 2
 """The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
+SHARED = 3
+"""The pool's shared store, by its entry in ``PrefixCache.moved`` (it has no list here)."""
 _LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
+_MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
+_SHARED = 3  # SHARED, a C constant when compiled
 _W = 4  # a slot's fields in ``st``: references, tier, previous and next slot in its list
 _REF, _TIER, _PREV, _NEXT = 0, 1, 2, 3
 _EMPTY = -1  # a free entry of the key table
@@ -76,21 +84,23 @@ class PrefixCache:
             only by the replica's HBM.
         host_blocks: blocks held in host DRAM; 0: no host tier.
         ssd_blocks: blocks held on local SSD; 0: no SSD tier.
+        shared: the pool's :class:`SharedStore`, below the last local tier; None: none.
     """
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
                  "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders", "bit",
-                 "nbit", "_zero")
+                 "nbit", "_zero", "shared")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
-                 host_blocks: int = 0, ssd_blocks: int = 0) -> None:
+                 host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
         self.block_tokens = block_tokens
         self.pages_per_block = pages_per_block
         self.capacity_blocks = capacity_blocks
         self.cap = -1 if capacity_blocks is None else capacity_blocks
         self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per list: most blocks (list 0: unused)
         self.count = array("q", [0] * _LISTS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
-        self.moved = array("q", [0] * _LISTS)  # per lower tier: blocks the last acquire promoted from it
+        self.moved = array("q", [0] * _MOVED)  # per lower tier: blocks the last acquire promoted from it
+        self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
         self.free = -1  # first free slot (-1: none)
@@ -290,27 +300,38 @@ class PrefixCache:
     def acquire(self, keys: tuple, slots, usable: int) -> int:
         """A request was admitted: reference the longest run of ``keys[:usable]`` present
         (its hit, returned), their slots written to ``slots[:hit]``. Blocks found in a
-        lower tier are promoted to HBM; ``moved[t]``: how many from tier t."""
-        for t in range(1, _LISTS):
+        lower tier are promoted to HBM; ``moved[t]``: how many from tier t. A key this
+        replica lacks but the pool's shared store holds is copied in from there, referenced
+        in HBM (``moved[SHARED]``)."""
+        for t in range(1, _MOVED):
             self.moved[t] = 0
         n = 0
+        shared = self.shared
         while n < usable:
-            s = self.find(keys[n])
-            if s < 0:
+            key = keys[n]
+            s = self.find(key)
+            if s >= 0:
+                self._take(s, True)
+            elif shared is not None and shared.touch(key):
+                s = self._new_slot(key)
+                self.n_refd += 1
+                self.moved[_SHARED] += 1
+            else:
                 break
             slots[n] = s
             n += 1
-            self._take(s, True)
         return n
 
     def moved_from(self, t: int) -> int:
-        """Blocks the last :meth:`acquire` promoted from lower tier ``t``."""
+        """Blocks the last :meth:`acquire` promoted from lower tier ``t`` (or copied from
+        the shared store, ``t`` = :data:`SHARED`)."""
         return self.moved[t]
 
     def _demote(self, s: int, t: int) -> None:
         """Slot ``s`` (unlinked, unreferenced) goes to the first lower tier from ``t`` on
         that exists, as its most recent block; a tier over its capacity passes its least
-        recent block on the same way; past the last tier a block is dropped."""
+        recent block on the same way; past the last tier a block is dropped (put in the
+        pool's shared store when there is one)."""
         tier_cap, count = self.tier_cap, self.count
         while t < _LISTS:
             cap = tier_cap[t]
@@ -324,6 +345,8 @@ class PrefixCache:
                 self._unlink(s)
                 count[t] -= 1
             t += 1
+        if self.shared is not None:
+            self.shared.put(self.skey[s])
         self._drop(s)
 
     def _evict_oldest(self) -> None:
@@ -380,3 +403,45 @@ class PrefixCache:
     def tier_blocks(self, t: int) -> int:
         """Blocks held in lower tier ``t`` (:data:`HOST`, :data:`SSD`)."""
         return self.count[t]
+
+
+class SharedStore:
+    """A pool's shared KV store (Mooncake Store; LMCache's remote backend): the chain keys
+    of at most ``capacity_blocks`` blocks, least recently used first out, filled by the
+    blocks its replicas drop past their last local tier and read by any of them
+    (:meth:`PrefixCache.acquire`). A read copies a block and leaves it in the store.
+    Only which blocks it holds is modelled: the replica pays the transfer over its NICs
+    (:meth:`sim.engine.replica_ar.ARReplica._cache_copy_s`), and the store's own servers
+    and their bandwidth are not contended for (docs/kv-reuse.md).
+
+    Args:
+        capacity_blocks: most blocks held (> 0).
+    """
+
+    __slots__ = ("capacity_blocks", "lru")
+
+    def __init__(self, capacity_blocks: int) -> None:
+        self.capacity_blocks = capacity_blocks
+        self.lru: dict = {}  # key -> None, least recently used first (insertion order)
+
+    def put(self, key: int) -> None:
+        """``key``'s block arrives (or is written again): the most recent; the least recent
+        leaves when the store is over its capacity."""
+        lru = self.lru
+        if key in lru:
+            del lru[key]
+        lru[key] = None
+        if len(lru) > self.capacity_blocks:
+            del lru[next(iter(lru))]
+
+    def touch(self, key: int) -> bool:
+        """Whether ``key``'s block is held; if so it becomes the most recent."""
+        lru = self.lru
+        if key not in lru:
+            return False
+        del lru[key]
+        lru[key] = None
+        return True
+
+    def __len__(self) -> int:
+        return len(self.lru)

@@ -17,7 +17,7 @@ cdef class ARReplica(TimerDriven):
     cdef public CompletionHeap heap
     cdef long long[:] residues
     cdef public DecodeLine _seg_line
-    cdef public double host_bytes_per_s, ssd_bytes_per_s, ssd_latency_s
+    cdef public double host_bytes_per_s, ssd_bytes_per_s, ssd_latency_s, shared_bytes_per_s, shared_latency_s
     cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm, _wake
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
     cdef public Py_ssize_t _blocks_value, _kv_half, _kv_half_cap, _seg_b, _seg_context0, _seg_iters, _seg_version, _version
@@ -66,10 +66,10 @@ cdef class ARReplica(TimerDriven):
     cpdef bint _head_fits(self, Py_ssize_t counter)
     @cython.locals(line=DecodeLine)
     cpdef _begin(self, list admitted)
-    @cython.locals(r=Request, c=Py_ssize_t, m=Py_ssize_t, block=Py_ssize_t, host=Py_ssize_t, ssd=Py_ssize_t)
+    @cython.locals(r=Request, c=Py_ssize_t, m=Py_ssize_t, block=Py_ssize_t, host=Py_ssize_t, ssd=Py_ssize_t, shared=Py_ssize_t)
     cpdef double _mixed_cost(self, list admitted)
     @cython.locals(kv=double, copy_s=double)
-    cpdef double _cache_copy_s(self, Py_ssize_t host, Py_ssize_t ssd)
+    cpdef double _cache_copy_s(self, Py_ssize_t host, Py_ssize_t ssd, Py_ssize_t shared)
     cpdef _cache_links(self, pc, layout)
     @cython.locals(hit=Py_ssize_t, usable=Py_ssize_t)
     cpdef _cache_admit(self, Request req)
@@ -77,7 +77,7 @@ cdef class ARReplica(TimerDriven):
     cpdef _cache_commit(self, Request req)
     @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
     cpdef _cache_trim(self)
-    @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t)
+    @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t, g=Py_ssize_t)
     cpdef _cache_first(self, Request req, double end)
     cpdef _cut(self)
     cpdef _cut_at(self, double at)

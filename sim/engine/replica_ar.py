@@ -100,7 +100,7 @@ from sim.models.perf import (
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from fleets.storage import tier
-from sim.engine.prefix_cache import HOST, SSD, PrefixCache
+from sim.engine.prefix_cache import HOST, SHARED, SSD, PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -128,6 +128,7 @@ class ARReplica(TimerDriven):
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
         "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s",
+        "shared_bytes_per_s", "shared_latency_s",
         "chunk", "_pending", "_pending_w"
     )
 
@@ -206,20 +207,26 @@ class ARReplica(TimerDriven):
         self.prefix = None
         self.cache_block = 0
         self.host_bytes_per_s = self.ssd_bytes_per_s = self.ssd_latency_s = 0.0
+        self.shared_bytes_per_s = self.shared_latency_s = 0.0
         if pc is not None and self.role != DECODE:
             self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks,
-                                      pc.ssd_blocks)
+                                      pc.ssd_blocks, pool.shared_kv)
             self.cache_block = pc.block_tokens
-            if pc.host_blocks or pc.ssd_blocks:
+            if pc.host_blocks or pc.ssd_blocks or pool.shared_kv is not None:
                 self._cache_links(pc, pool.layout)
 
     def _cache_links(self, pc, layout) -> None:
         """The lower tiers' read rates: each GPU copies its shard of the KV over its own host
         link; the SSD tier reads at the node's drives' rate (``ssd_drives`` × the drive's,
         a storage_tiers.csv row) in proportion to the replica's share of the node's
-        accelerators (or the nodes it spans)."""
+        accelerators (or the nodes it spans); the pool's shared store is read over the
+        scale-out NIC of each GPU (the accelerator's, or the pool's ``scaleout_fabric``,
+        fleets/data/fabrics.csv), after one NIC latency."""
         gpus = layout.accelerators // layout.replicas
         self.host_bytes_per_s = tier(pc.host_link, "host_link").read_bytes_per_s * gpus
+        if pc.shared_blocks:
+            self.shared_bytes_per_s = layout.accelerator.scaleout_bw_bytes_per_s * gpus
+            self.shared_latency_s = layout.accelerator.scaleout_latency_s
         if pc.ssd_blocks:
             drive = tier(pc.ssd, "storage")
             self.ssd_bytes_per_s = drive.read_bytes_per_s * pc.ssd_drives * gpus / layout.accelerator.accelerators_per_node
@@ -536,6 +543,7 @@ class ARReplica(TimerDriven):
                 hit = self.prefix.acquire(keys, slots, usable)
             req.cache_host = self.prefix.moved_from(HOST) if hit else 0
             req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
+            req.cache_shared = self.prefix.moved_from(SHARED) if hit else 0
         req.cache_hit = req.cache_held = hit
         if self.prefix.evictable:
             self._cache_trim()
@@ -577,6 +585,7 @@ class ARReplica(TimerDriven):
         req.cached_tokens = c
         req.host_cached_tokens = h = req.cache_host * self.cache_block
         req.ssd_cached_tokens = d = req.cache_ssd * self.cache_block
+        req.shared_cached_tokens = g = req.cache_shared * self.cache_block
         req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
                                            - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
         run = self.run
@@ -587,6 +596,7 @@ class ARReplica(TimerDriven):
             stats.prefill_flops_saved += saved
             stats.prefill_host_tokens += h
             stats.prefill_ssd_tokens += d
+            stats.prefill_shared_tokens += g
 
     # --- split deployments -----------------------------------------------------------
     def _reserve_now(self, req: Request) -> bool:
@@ -821,15 +831,16 @@ class ARReplica(TimerDriven):
         reads the c cached tokens' KV (without a cache c = 0: the same sums, exactly).
         Blocks promoted from host memory are copied over the host link layer by layer
         under the iteration's compute, those from the SSD tier read after one latency at
-        the drives' rate and copied the same way: the iteration takes the longest of the
-        compute, the copy and the read (:meth:`_cache_copy_s`)."""
+        the drives' rate and copied the same way, those from the pool's shared store read
+        over the scale-out NICs: the iteration takes the longest of the compute, the copy
+        and the reads (:meth:`_cache_copy_s`)."""
         if self.chunk:  # refused together with a prefix cache (sim.workloads.autoregressive)
             return self._chunk_cost(len(admitted))
         n_decode = self.n_running
         block = self.cache_block  # 0 without a cache
         new_tokens = 0
         new_sq = 0.0
-        cached = host = ssd = 0
+        cached = host = ssd = shared = 0
         admitted_offsets = 0
         copied = 0
         for r in admitted:
@@ -841,6 +852,7 @@ class ARReplica(TimerDriven):
             cached += c
             host += r.cache_host * block
             ssd += r.cache_ssd * block
+            shared += r.cache_shared * block
             admitted_offsets += r.branches * r.kv_offset
             n_decode -= r.branches
             copied += (r.branches - 1) * tokens
@@ -853,8 +865,8 @@ class ARReplica(TimerDriven):
             hbm = self.perf.weight_bytes + self.spec.draft_resident_bytes + self.kv_bytes_estimate(self.iters)
             if self.spec.remote is not None:
                 self._draft_mixed(new_tokens, new_sq, n_decode, context, cached)
-        if host or ssd:
-            t = max(t, self._cache_copy_s(host, ssd))
+        if host or ssd or shared:
+            t = max(t, self._cache_copy_s(host, ssd, shared))
         self._mix_t, self._mix_flops, self._mix_bytes, self._mix_hbm = t, flops, bytes_moved, hbm
         self._mix_tokens = new_tokens + n_decode
         return t
@@ -872,14 +884,18 @@ class ARReplica(TimerDriven):
         hbm = remote.perf.weight_bytes + remote.perf.kv_bytes_per_token * context
         self.run.account(self.run.pools[remote.pool_index].stats, t0, t0 + busy, flops, bytes_moved, hbm)
 
-    def _cache_copy_s(self, host: int, ssd: int) -> float:
-        """Seconds to bring ``host`` tokens' KV from host memory and ``ssd`` tokens' from
-        the SSD tier into HBM: both cross the host link; the SSD's are read first (one
-        latency, then the drives' rate, pipelined with the copy)."""
+    def _cache_copy_s(self, host: int, ssd: int, shared: int) -> float:
+        """Seconds to bring ``host`` tokens' KV from host memory, ``ssd`` tokens' from the
+        SSD tier and ``shared`` tokens' from the pool's shared store into HBM: the first
+        two cross the host link, the SSD's read first (one latency, then the drives' rate,
+        pipelined with the copy); the shared store's arrive over the GPUs' scale-out NICs
+        (one latency, then their rate, RDMA into HBM), in parallel with the host link."""
         kv = self.perf.kv_bytes_per_token
-        copy_s = (host + ssd) * kv / self.host_bytes_per_s
+        copy_s = (host + ssd) * kv / self.host_bytes_per_s if host or ssd else 0.0
         if ssd:
             copy_s = max(copy_s, self.ssd_latency_s + ssd * kv / self.ssd_bytes_per_s)
+        if shared:
+            copy_s = max(copy_s, self.shared_latency_s + shared * kv / self.shared_bytes_per_s)
         return copy_s
 
     def _cut(self) -> None:

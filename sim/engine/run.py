@@ -36,6 +36,7 @@ class PoolStats:
     prefill_flops_saved: float = 0.0
     prefill_host_tokens: int = 0  # of the cached tokens, those copied back from host memory
     prefill_ssd_tokens: int = 0  # of the cached tokens, those read back from the SSD tier
+    prefill_shared_tokens: int = 0  # of the cached tokens, those read from the pool's shared store
 
 
 class RunContext:

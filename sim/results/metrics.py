@@ -62,6 +62,8 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
         row["prefill_flops_saved"] = raw["prefill_flops_saved"]
         row["prefix_host_hit_ratio"] = _ratio(raw["prefill_host_tokens"], raw["prefill_prompt_tokens"])
         row["prefix_ssd_hit_ratio"] = _ratio(raw["prefill_ssd_tokens"], raw["prefill_prompt_tokens"])
+        if pool.config.prefix_cache.shared_blocks:
+            row["prefix_shared_hit_ratio"] = _ratio(raw["prefill_shared_tokens"], raw["prefill_prompt_tokens"])
     if pool.perf is not None:
         perf, layout = pool.perf, pool.layout
         memory = layout.replica_memory_bytes / pool.config.memory_utilization

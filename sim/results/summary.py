@@ -275,6 +275,8 @@ class WorkloadAccumulator:
             s["prefill_flops_saved"] += float(done["prefill_flops_saved"].sum())
             s["host_cached_tokens"] += int(done["host_cached_tokens"].sum())
             s["ssd_cached_tokens"] += int(done["ssd_cached_tokens"].sum())
+        if "shared_cached_tokens" in done:  # a pool's shared KV tier
+            s["shared_cached_tokens"] += int(done["shared_cached_tokens"].sum())
         if "tokens_per_step" in done:
             stepped = done["steps"] > 0
             s["spec_steps"] += int(done.loc[stepped, "steps"].sum())

@@ -230,6 +230,8 @@ class Autoregressive(WorkloadKind):
             out["prefill_flops_saved"] = s["prefill_flops_saved"]
             out["prefix_host_hit_ratio"] = s["host_cached_tokens"] / s["prefix_prompt_tokens"]
             out["prefix_ssd_hit_ratio"] = s["ssd_cached_tokens"] / s["prefix_prompt_tokens"]
+            if "shared_cached_tokens" in s:  # a shared KV tier served this workload's pool
+                out["prefix_shared_hit_ratio"] = s["shared_cached_tokens"] / s["prefix_prompt_tokens"]
         n = c["kv_handoffs"]
         if n:
             out["kv_transfer_bytes_mean"] = s["kv_transfer_bytes"] / n
