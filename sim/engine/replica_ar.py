@@ -41,6 +41,12 @@ admission, as without chunking, and it counts as a running sequence growing one 
 iteration like the others (a slight over-count, set back to prompt + 1 at its last
 chunk, whose end is its first token). While a prompt is mid-prefill both modes run one
 iteration per timer; fast mode's closed-form decode runs resume after its last chunk.
+On a split deployment's prefill replica (no decodes: the whole budget is chunks) a prompt
+is handed off at the end of its last chunk (:meth:`_hand_off`), prepared at that chunk's
+start (:meth:`_send_early`: the KV cache is complete at its end). With a prefix cache a
+prompt's chunks start after its cached prefix (c counts it), the blocks a chunk completes
+join the cache at that chunk's start (an instant both modes reach), and blocks copied
+from a lower tier are paid under the first chunk (docs/kv-reuse.md).
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
