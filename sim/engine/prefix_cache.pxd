@@ -1,7 +1,7 @@
 # C types for prefix_cache.py when compiled (see setup.py); the logic is in prefix_cache.py.
 cimport cython
 
-cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _TRAFFIC, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
+cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _TRAFFIC, _DROPPED, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
 cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 
 

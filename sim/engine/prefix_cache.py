@@ -48,16 +48,18 @@ HOST, SSD = 1, 2
 """The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
 SHARED = 3
 """The pool's shared store, by its entry in ``PrefixCache.moved`` (it has no list here)."""
-TRAFFIC = ("dropped", "demoted_host", "demoted_ssd", "written_shared", "promoted_host", "promoted_ssd",
+TRAFFIC = ("demoted_host", "demoted_ssd", "written_shared", "dropped", "promoted_host", "promoted_ssd",
            "promoted_shared")
-"""The entries of ``PrefixCache.traffic``, blocks counted since the cache was made: dropped
-for good (past the last local tier without a shared store, or out of the shared store),
+"""The entries of ``PrefixCache.traffic``, blocks counted since the cache was made:
 demoted into host DRAM (from HBM) and into the SSD tier (from host DRAM, or from HBM
 without a host tier), written to the shared store (past the last local tier, a key the
-store did not hold), promoted into HBM from host DRAM, from the SSD tier and from the
-shared store (every :meth:`PrefixCache.acquire`). Entry t (1, 2) is the demotion into tier
-t, entry ``SHARED`` the write, entry ``_PROMOTED + t`` the promotion from t."""
+store did not hold), dropped for good (past the last local tier without a shared store,
+or out of the shared store), promoted into HBM from host DRAM, from the SSD tier and from
+the shared store (every :meth:`PrefixCache.acquire`). Entry t − 1 is the move down into
+tier t (:data:`HOST`, :data:`SSD`, :data:`SHARED`), entry ``_PROMOTED + t`` the
+promotion from it."""
 _TRAFFIC = 7
+_DROPPED = 3  # TRAFFIC[_DROPPED]
 _PROMOTED = 3  # TRAFFIC[_PROMOTED + t]: promoted from tier t (HOST, SSD, SHARED)
 _LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
 _MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
@@ -357,7 +359,7 @@ class PrefixCache:
                 self.st[_W * s + _TIER] = t
                 self._push_back(t, s)
                 count[t] += 1
-                traffic[t] += 1
+                traffic[t - 1] += 1
                 if count[t] <= cap:
                     return
                 s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
@@ -367,11 +369,11 @@ class PrefixCache:
         if self.shared is not None:
             put = self.shared.put(self.skey[s])
             if put:
-                traffic[_SHARED] += 1
+                traffic[_SHARED - 1] += 1
             if put == 2:
-                traffic[0] += 1
+                traffic[_DROPPED] += 1
         else:
-            traffic[0] += 1
+            traffic[_DROPPED] += 1
         self._drop(s)
 
     def _evict_oldest(self) -> None:
