@@ -32,6 +32,10 @@ NeurIPS 2024):
   remote backend), a block dropped past the replica's last tier is put there, and a hit
   continues through keys the replica lacks but the store holds: such a block is copied
   into this replica's HBM (counted in ``moved[SHARED]``) and stays in the store too.
+- Every block that changes tier (demoted, written to the store, dropped for good,
+  promoted) is counted in ``traffic`` (:data:`TRAFFIC`), cumulatively; the replica turns
+  the counts into the pool's KV traffic in the measurement window
+  (:meth:`sim.engine.replica_ar.ARReplica._cache_traffic`).
 
 Capacity accounting: a running request counts its whole prompt's KV in the replica's
 paged-KV bookkeeping as before (two running requests sharing a prefix each count it:
