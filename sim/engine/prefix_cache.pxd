@@ -1,7 +1,7 @@
 # C types for prefix_cache.py when compiled (see setup.py); the logic is in prefix_cache.py.
 cimport cython
 
-cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
+cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _TRAFFIC, _DROPPED, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
 cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 
 
@@ -9,7 +9,7 @@ cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 cdef class PrefixCache:
     cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, tmask, tshift, tused
     cdef public object capacity_blocks, bit, nbit, holders, shared
-    cdef long long[::1] table, skey, tier_cap, count, moved
+    cdef long long[::1] table, skey, tier_cap, count, moved, traffic
     cdef int[::1] st
     cdef object _zero
     @cython.locals(i=Py_ssize_t)
@@ -43,7 +43,8 @@ cdef class PrefixCache:
     @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t acquire(self, tuple keys, int[::1] slots, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
-    @cython.locals(tier_cap='long long[::1]', count='long long[::1]', cap=cython.longlong)
+    cpdef long long traffic_blocks(self, Py_ssize_t i)
+    @cython.locals(tier_cap='long long[::1]', count='long long[::1]', traffic='long long[::1]', cap=cython.longlong, put=Py_ssize_t)
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)
     cdef _evict_oldest(self)
