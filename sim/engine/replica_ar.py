@@ -1135,6 +1135,7 @@ class ARReplica(TimerDriven):
                 upto = whole
             prefix.commit(keys, req.cache_slots, req.cache_held, upto)  # none new: the capacity kept
             req.cache_held = upto
+        self._cache_traffic()  # the blocks the commits moved between tiers, counted now
 
     def _last_chunks(self, chunked: list) -> list:
         """Of this iteration's ``chunked`` requests, those whose chunk is their last."""

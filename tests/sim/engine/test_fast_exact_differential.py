@@ -169,6 +169,8 @@ def _cached_check(data) -> None:
     fast, exact = assert_modes_agree(data)
     for column in ("cached_tokens", "host_cached_tokens"):
         assert fast.requests[column].tolist() == exact.requests[column].tolist()
+    moved = [c for c in exact.pools.columns if c.startswith("kv_") and c.endswith("_blocks")]  # blocks between tiers
+    assert fast.pools[moved].equals(exact.pools[moved])
     pool = data["fleets"][0]["pools"][0]
     event(("chunked" if "prefill_chunk_tokens" in pool else "whole prompts")
           + (", split" if len(data["fleets"][0]["pools"]) > 1 else ", co-located"))
