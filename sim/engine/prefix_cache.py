@@ -138,12 +138,12 @@ class PrefixCache:
 
     def find(self, key: int) -> int:
         """The slot of ``key``; -1 if not held."""
-        table, mask = self.table, self.tmask
+        mask = self.tmask
         i = self._home(key)
-        while True:
-            k = table[2 * i]
+        while True:  # self.table, not a local: a local typed view costs two atomic operations
+            k = self.table[2 * i]
             if k == key:
-                return table[2 * i + 1]
+                return self.table[2 * i + 1]
             if k == _EMPTY:
                 return -1
             i = (i + 1) & mask
@@ -152,34 +152,34 @@ class PrefixCache:
         """Map ``key`` (not held) to ``slot``."""
         if 2 * (self.tused + 1) > self.tmask + 1:
             self._rehash(2 * (self.tmask + 1))
-        table, mask = self.table, self.tmask
+        mask = self.tmask
         i = self._home(key)
-        while table[2 * i] != _EMPTY:
+        while self.table[2 * i] != _EMPTY:
             i = (i + 1) & mask
-        table[2 * i] = key
-        table[2 * i + 1] = slot
+        self.table[2 * i] = key
+        self.table[2 * i + 1] = slot
         self.tused += 1
 
     def _erase(self, key: int) -> None:
         """Unmap ``key`` (held): the entries behind it in its probe run move back to keep
         every key reachable from its home."""
-        table, mask = self.table, self.tmask
+        mask = self.tmask
         i = self._home(key)
-        while table[2 * i] != key:
+        while self.table[2 * i] != key:
             i = (i + 1) & mask
         j = i
         while True:
             j = (j + 1) & mask
-            k = table[2 * j]
+            k = self.table[2 * j]
             if k == _EMPTY:
                 break
             h = self._home(k)
             if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
                 continue  # its home lies between the hole and it: it stays
-            table[2 * i] = k
-            table[2 * i + 1] = table[2 * j + 1]
+            self.table[2 * i] = k
+            self.table[2 * i + 1] = self.table[2 * j + 1]
             i = j
-        table[2 * i] = _EMPTY
+        self.table[2 * i] = _EMPTY
         self.tused -= 1
 
     def _rehash(self, buckets: int) -> None:
@@ -212,29 +212,26 @@ class PrefixCache:
         self.size = size
 
     def _unlink(self, s: int) -> None:
-        st = self.st
-        p, n = st[_W * s + _PREV], st[_W * s + _NEXT]
-        st[_W * p + _NEXT] = n
-        st[_W * n + _PREV] = p
+        p, n = self.st[_W * s + _PREV], self.st[_W * s + _NEXT]
+        self.st[_W * p + _NEXT] = n
+        self.st[_W * n + _PREV] = p
 
     def _push_back(self, t: int, s: int) -> None:
         """``s`` becomes the most recent block of list ``t``."""
-        st = self.st
-        last = st[_W * t + _PREV]
-        st[_W * last + _NEXT] = s
-        st[_W * s + _PREV] = last
-        st[_W * s + _NEXT] = t
-        st[_W * t + _PREV] = s
+        last = self.st[_W * t + _PREV]
+        self.st[_W * last + _NEXT] = s
+        self.st[_W * s + _PREV] = last
+        self.st[_W * s + _NEXT] = t
+        self.st[_W * t + _PREV] = s
 
     def _new_slot(self, key: int) -> int:
         """A slot for ``key``, referenced once in HBM."""
         if self.free < 0:
             self._grow()
         s = self.free
-        st = self.st
-        self.free = st[_W * s + _NEXT]
-        st[_W * s + _REF] = 1
-        st[_W * s + _TIER] = 0
+        self.free = self.st[_W * s + _NEXT]
+        self.st[_W * s + _REF] = 1
+        self.st[_W * s + _TIER] = 0
         self.skey[s] = key
         self._put(key, s)
         holders = self.holders
@@ -281,20 +278,19 @@ class PrefixCache:
     def _take(self, s: int, count_moved: bool) -> None:
         """Reference slot ``s``: an unreferenced block leaves its list (a lower tier's is
         promoted to HBM, counted in ``moved`` when ``count_moved``)."""
-        st = self.st
-        if st[_W * s + _REF]:
-            st[_W * s + _REF] += 1
+        if self.st[_W * s + _REF]:
+            self.st[_W * s + _REF] += 1
             return
         self._unlink(s)
-        t = st[_W * s + _TIER]
+        t = self.st[_W * s + _TIER]
         if t:
             self.count[t] -= 1
             if count_moved:
                 self.moved[t] += 1
-            st[_W * s + _TIER] = 0
+            self.st[_W * s + _TIER] = 0
         else:
             self.evictable -= 1
-        st[_W * s + _REF] = 1
+        self.st[_W * s + _REF] = 1
         self.n_refd += 1
 
     def acquire(self, keys: tuple, slots, usable: int) -> int:
@@ -332,18 +328,17 @@ class PrefixCache:
         that exists, as its most recent block; a tier over its capacity passes its least
         recent block on the same way; past the last tier a block is dropped (put in the
         pool's shared store when there is one)."""
-        tier_cap, count = self.tier_cap, self.count
         while t < _LISTS:
-            cap = tier_cap[t]
+            cap = self.tier_cap[t]
             if cap > 0:
                 self.st[_W * s + _TIER] = t
                 self._push_back(t, s)
-                count[t] += 1
-                if count[t] <= cap:
+                self.count[t] += 1
+                if self.count[t] <= cap:
                     return
                 s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
                 self._unlink(s)
-                count[t] -= 1
+                self.count[t] -= 1
             t += 1
         if self.shared is not None:
             self.shared.put(self.skey[s])
@@ -379,11 +374,10 @@ class PrefixCache:
         """The request left the replica: drop its references to the blocks of
         ``slots[:held]``, last block first; unreferenced blocks become the most recently
         used evictable ones."""
-        st = self.st
         for i in range(held - 1, -1, -1):
             s = slots[i]
-            st[_W * s + _REF] -= 1
-            if not st[_W * s + _REF]:
+            self.st[_W * s + _REF] -= 1
+            if not self.st[_W * s + _REF]:
                 self.n_refd -= 1
                 self.evictable += 1
                 self._push_back(0, s)
