@@ -2,6 +2,7 @@
 cimport cython
 
 cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
+cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
 cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 
 
@@ -9,6 +10,7 @@ cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 cdef class PrefixCache:
     cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, tmask, tshift, tused
     cdef public object capacity_blocks, bit, nbit, holders, shared
+    cdef public bint orphans
     cdef long long[::1] table, skey, tier_cap, count, moved
     cdef int[::1] st
     cdef object _zero
@@ -16,7 +18,7 @@ cdef class PrefixCache:
     cpdef index_into(self, dict holders, object position)  # a Python int: the bit can pass bit 63
     cdef inline Py_ssize_t _home(self, long long key)
     @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
-    cpdef Py_ssize_t find(self, long long key)
+    cdef Py_ssize_t _find(self, long long key)
     @cython.locals(mask=Py_ssize_t, i=Py_ssize_t)
     cdef _put(self, long long key, long long slot)
     @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
@@ -29,25 +31,27 @@ cdef class PrefixCache:
     cdef inline void _unlink(self, Py_ssize_t s)
     @cython.locals(last=int)
     cdef inline void _push_back(self, Py_ssize_t t, Py_ssize_t s)
+    @cython.locals(d=Py_ssize_t)
+    cdef Py_ssize_t _child(self, Py_ssize_t p, long long key)
     @cython.locals(s=Py_ssize_t)
-    cdef Py_ssize_t _new_slot(self, key) except -1
-    @cython.locals(key=cython.longlong)
+    cdef Py_ssize_t _new_slot(self, key, Py_ssize_t p) except -1
+    @cython.locals(key=cython.longlong, d=Py_ssize_t, p=Py_ssize_t)
     cdef _drop(self, Py_ssize_t s)
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
-    @cython.locals(n=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, p=Py_ssize_t)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
     cpdef new_slots(self, Py_ssize_t usable)
     @cython.locals(t=Py_ssize_t)
     cdef inline void _take(self, Py_ssize_t s, bint count_moved)
-    @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, key=cython.longlong)
+    @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t acquire(self, tuple keys, int[::1] slots, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     @cython.locals(cap=cython.longlong)
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)
     cdef _evict_oldest(self)
-    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, cap=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, p=Py_ssize_t, cap=Py_ssize_t)
     cpdef commit(self, tuple keys, int[::1] slots, Py_ssize_t hit, Py_ssize_t usable)
     @cython.locals(i=Py_ssize_t, s=Py_ssize_t)
     cpdef release(self, int[::1] slots, Py_ssize_t held)

@@ -51,8 +51,9 @@ SHARED = 3
 _LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
 _MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
 _SHARED = 3  # SHARED, a C constant when compiled
-_W = 4  # a slot's fields in ``st``: references, tier, previous and next slot in its list
-_REF, _TIER, _PREV, _NEXT = 0, 1, 2, 3
+_W = 8  # a slot's fields in ``st`` (class docstring)
+_REF, _TIER, _PREV, _NEXT, _UP, _DOWN, _KIDS, _HEAD = 0, 1, 2, 3, 4, 5, 6, 7
+_FREE = -1  # a free slot's tier
 _EMPTY = -1  # a free entry of the key table
 _LOW31, _LOW32, _GOLDEN = 0x7FFFFFFF, 0xFFFFFFFF, 2654435761  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)
 
@@ -60,18 +61,30 @@ _LOW31, _LOW32, _GOLDEN = 0x7FFFFFFF, 0xFFFFFFFF, 2654435761  # Fibonacci hashin
 class PrefixCache:
     """The cached blocks of one replica (module docstring).
 
-    Every block held has a slot. Its key maps to the slot in an open-addressing table
-    (``table``: pairs of int64 (key, slot), linear probing, at most half full; a key's
-    first probe is a multiplicative hash of it; deletion shifts the entries behind back,
-    so no tombstones), and ``st`` holds per slot, in ``_W`` consecutive C ints, its
+    Every block held has a slot; ``st`` holds per slot, in ``_W`` consecutive C ints, its
     references (running requests holding it; only an HBM block is referenced), its tier
-    (0 HBM, :data:`HOST`, :data:`SSD`) and its links in the least-recently-used list of
-    its tier (doubly linked, circular through the sentinel slots 0..2: slot t heads list
-    t; list 0 holds the evictable HBM blocks); ``skey`` its key. So a lookup is about one
-    probe of one cache line, and a touch, an eviction or a demotion a few C integer moves,
-    with no Python object per block (a dict of this size per replica cost two cache
+    (0 HBM, :data:`HOST`, :data:`SSD`; ``_FREE`` for a free slot), its links in the
+    least-recently-used list of its tier (doubly linked, circular through the sentinel
+    slots 0..2: slot t heads list t; list 0 holds the evictable HBM blocks), and its
+    place in the chains: its parent (the slot of the block before it in its chain, -1
+    for a chain's first block), its chain child (one child found through it, -1: none),
+    how many of its children are held, and whether it is a head; ``skey`` its key.
+
+    The blocks form a tree, as SGLang's radix tree does: a request's blocks are a path
+    from a root, and a chain child is reached from its parent's slot without a lookup.
+    The first child a block gets is its chain child; the others (branches), the roots,
+    and the chain child of a block that left are heads, whose keys map to their slots in
+    an open-addressing table (``table``: pairs of int64 (key, slot), linear probing, at
+    most half full; a key's first probe is a multiplicative hash of it; deletion shifts
+    the entries behind back, so no tombstones). So the blocks a prefill computes join
+    the cache as a path of chain children, with no table probe (a new block has no
+    children, so its successor cannot be held), and a lookup walks chain children, probing
+    the table only at a branch. A block dropped while some child stays (it cannot
+    happen while children are never more recent than their parents, as every operation
+    here keeps them; counted anyway) sets ``orphans``, after which a lookup probes the
+    table whenever a chain child does not match. Free slots are chained through their
+    next link. No Python object per block (a dict of this size per replica cost two cache
     misses per probe and a reallocation of its table every few thousand insertions).
-    Free slots are chained through their next link.
 
     With ``holders`` (a pool's ``{key: bitmask of its replicas holding the block}``, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
@@ -89,7 +102,7 @@ class PrefixCache:
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
                  "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders", "bit",
-                 "nbit", "_zero", "shared")
+                 "nbit", "_zero", "shared", "orphans")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
@@ -103,6 +116,7 @@ class PrefixCache:
         self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
+        self.orphans = False  # a block left with a child held (class docstring)
         self.free = -1  # first free slot (-1: none)
         self.size = 0
         self.skey = array("q")
@@ -125,9 +139,9 @@ class PrefixCache:
         self.holders = holders
         self.bit = 1 << position
         self.nbit = ~self.bit
-        for i in range(self.tmask + 1):
-            key = self.table[2 * i]
-            if key != _EMPTY:
+        for i in range(_LISTS, self.size):
+            if self.st[_W * i + _TIER] != _FREE:
+                key = self.skey[i]
                 holders[key] = holders.get(key, 0) | self.bit
 
     # --- the key table -----------------------------------------------------------------
@@ -136,8 +150,8 @@ class PrefixCache:
         2**32 / φ (Knuth's multiplicative hash; below 2**63, so C and Python agree)."""
         return (((key & _LOW31) * _GOLDEN) & _LOW32) >> self.tshift
 
-    def find(self, key: int) -> int:
-        """The slot of ``key``; -1 if not held."""
+    def _find(self, key: int) -> int:
+        """The slot of head ``key``; -1 if not a head held."""
         mask = self.tmask
         i = self._home(key)
         while True:  # self.table, not a local: a local typed view costs two atomic operations
@@ -204,8 +218,9 @@ class PrefixCache:
             st[i] = self.st[i]
         for i in range(old):
             skey[i] = self.skey[i]
-        for i in range(old, size - 1):
+        for i in range(old, size):
             st[_W * i + _NEXT] = i + 1
+            st[_W * i + _TIER] = _FREE
         st[_W * (size - 1) + _NEXT] = self.free
         self.free = old if old >= _LISTS else _LISTS  # slots below _LISTS are the sentinels
         self.st, self.skey = st, skey
@@ -224,16 +239,45 @@ class PrefixCache:
         self.st[_W * s + _NEXT] = t
         self.st[_W * t + _PREV] = s
 
-    def _new_slot(self, key: int) -> int:
-        """A slot for ``key``, referenced once in HBM."""
+    def _child(self, p: int, key: int) -> int:
+        """The slot of ``key``, whose parent in its chain is held in slot ``p`` (-1: ``key``
+        is a chain's first block); -1 if not held."""
+        if p >= 0:
+            d = self.st[_W * p + _DOWN]
+            if d >= 0:
+                if self.skey[d] == key:
+                    return d
+                if self.st[_W * p + _KIDS] == 1 and not self.orphans:
+                    return -1  # its one child is another block
+            elif not self.st[_W * p + _KIDS] and not self.orphans:
+                return -1  # no child held (always so for a block just added)
+        return self._find(key)
+
+    def _new_slot(self, key: int, p: int) -> int:
+        """A slot for ``key`` (not held), referenced once in HBM, the child of slot ``p``
+        (-1: a chain's first block)."""
         if self.free < 0:
             self._grow()
         s = self.free
         self.free = self.st[_W * s + _NEXT]
         self.st[_W * s + _REF] = 1
         self.st[_W * s + _TIER] = 0
+        self.st[_W * s + _UP] = p
+        self.st[_W * s + _DOWN] = -1
+        self.st[_W * s + _KIDS] = 0
         self.skey[s] = key
-        self._put(key, s)
+        self.n_refd += 1
+        if p >= 0:
+            self.st[_W * p + _KIDS] += 1
+            if self.st[_W * p + _DOWN] < 0:
+                self.st[_W * p + _DOWN] = s
+                self.st[_W * s + _HEAD] = 0
+            else:
+                self.st[_W * s + _HEAD] = 1
+                self._put(key, s)
+        else:
+            self.st[_W * s + _HEAD] = 1
+            self._put(key, s)
         holders = self.holders
         if holders is not None:
             holders[key] = holders.get(key, 0) | self.bit
@@ -242,7 +286,20 @@ class PrefixCache:
     def _drop(self, s: int) -> None:
         """Forget slot ``s`` (unlinked): its block leaves the replica."""
         key = self.skey[s]
-        self._erase(key)
+        if self.st[_W * s + _KIDS]:
+            self.orphans = True  # its children stay without it (class docstring)
+            d = self.st[_W * s + _DOWN]
+            if d >= 0:  # its chain child becomes a head
+                self.st[_W * d + _HEAD] = 1
+                self.st[_W * d + _UP] = -1
+                self._put(self.skey[d], d)
+        p = self.st[_W * s + _UP]
+        if self.st[_W * s + _HEAD]:
+            self._erase(key)
+        else:  # a chain child: its parent is held
+            self.st[_W * p + _DOWN] = -1
+        if p >= 0:  # (once orphans are set a head's parent may be a recycled slot: harmless, KIDS unused then)
+            self.st[_W * p + _KIDS] -= 1
         holders = self.holders
         if holders is not None:
             rest = holders[key] & self.nbit
@@ -250,6 +307,7 @@ class PrefixCache:
                 holders[key] = rest
             else:
                 del holders[key]
+        self.st[_W * s + _TIER] = _FREE
         self.st[_W * s + _NEXT] = self.free
         self.free = s
 
@@ -265,9 +323,14 @@ class PrefixCache:
 
     def hit_blocks(self, keys: tuple, usable: int, start: int = 0) -> int:
         """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
-        the first ``start`` known to be."""
-        n = start
-        while n < usable and self.find(keys[n]) >= 0:
+        the first ``start`` known to be (walked all the same: a block's slot is found
+        through its parent's)."""
+        n = 0
+        p = -1
+        while n < usable:
+            p = self._child(p, keys[n])
+            if p < 0:
+                break
             n += 1
         return n
 
@@ -302,19 +365,20 @@ class PrefixCache:
         for t in range(1, _MOVED):
             self.moved[t] = 0
         n = 0
+        p = -1
         shared = self.shared
         while n < usable:
             key = keys[n]
-            s = self.find(key)
+            s = self._child(p, key)
             if s >= 0:
                 self._take(s, True)
             elif shared is not None and shared.touch(key):
-                s = self._new_slot(key)
-                self.n_refd += 1
+                s = self._new_slot(key, p)
                 self.moved[_SHARED] += 1
             else:
                 break
             slots[n] = s
+            p = s
             n += 1
         return n
 
@@ -356,15 +420,16 @@ class PrefixCache:
         cache, referenced (a block another request computed meanwhile is shared; one in a
         lower tier is replaced by the HBM copy), their slots written to ``slots``; then
         evict down to the capacity."""
+        p = slots[hit - 1] if hit > 0 else -1
         for i in range(hit, usable):
             key = keys[i]
-            s = self.find(key)
+            s = self._child(p, key)
             if s < 0:
-                s = self._new_slot(key)
-                self.n_refd += 1
+                s = self._new_slot(key, p)
             else:
                 self._take(s, False)
             slots[i] = s
+            p = s
         cap = self.cap
         if cap >= 0:
             while self.evictable and self.n_refd + self.evictable > cap:
