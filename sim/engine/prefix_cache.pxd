@@ -41,7 +41,7 @@ cdef class PrefixCache:
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
     @cython.locals(n=Py_ssize_t, p=Py_ssize_t)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
-    cpdef new_slots(self, Py_ssize_t usable)
+    cpdef int[::1] new_slots(self, Py_ssize_t usable)
     @cython.locals(t=Py_ssize_t)
     cdef inline void _take(self, Py_ssize_t s, bint count_moved)
     @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)

@@ -128,7 +128,8 @@ class ARReplica(TimerDriven):
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
         "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s",
-        "shared_bytes_per_s", "shared_latency_s",
+        "shared_bytes_per_s", "shared_latency_s", "linear_flops_per_token", "prefill_attn_flops_per_pair",
+        "prefill_window_attn_flops_per_token",
         "chunk", "_pending", "_pending_w"
     )
 
@@ -138,6 +139,10 @@ class ARReplica(TimerDriven):
         self.pool = pool
         self.index = index
         self.perf = pool.perf
+        # the perf model's prefill FLOP coefficients, read once for _prefill_flops (a prefix cache's FLOP saved)
+        self.linear_flops_per_token = getattr(self.perf, "linear_flops_per_token", 0.0)
+        self.prefill_attn_flops_per_pair = getattr(self.perf, "prefill_attn_flops_per_pair", 0.0)
+        self.prefill_window_attn_flops_per_token = getattr(self.perf, "prefill_window_attn_flops_per_token", 0.0)
         cfg = pool.config
         self.max_batch = cfg.max_batch
         self.max_prefill_tokens = cfg.max_prefill_tokens
@@ -539,8 +544,8 @@ class ARReplica(TimerDriven):
         if keys:
             usable = self.prefix.usable(keys, req.prompt_tokens)
             if usable:
-                req.cache_slots = slots = self.prefix.new_slots(usable)
-                hit = self.prefix.acquire(keys, slots, usable)
+                req.cache_slots = self.prefix.new_slots(usable)
+                hit = self.prefix.acquire(keys, req.cache_slots, usable)
             req.cache_host = self.prefix.moved_from(HOST) if hit else 0
             req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
             req.cache_shared = self.prefix.moved_from(SHARED) if hit else 0
@@ -575,19 +580,25 @@ class ARReplica(TimerDriven):
         self.prefix.commit(keys, req.cache_slots, req.cache_hit, usable)  # usable 0: no slots, the capacity kept
         req.cache_held = usable
 
+    def _prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
+        """:meth:`sim.models.perf.PerfModel.prefill_flops` of this replica's perf model, the
+        same operations in the same order on its coefficients read once (a Python method
+        call per request cost more than the rest of :meth:`_cache_first`)."""
+        return self.linear_flops_per_token * new_tokens + (0.5 * self.prefill_attn_flops_per_pair * new_tokens_sq
+                                                           + self.prefill_window_attn_flops_per_token * new_tokens)
+
     def _cache_first(self, req: Request, end: float) -> None:
         """Record the first prefill's cached tokens and the prefill FLOP they saved (the
         full prompt's prefill against the missed tokens' over the cached prefix)."""
         c = req.cache_hit * self.cache_block
         n = req.prompt_tokens
         m = n - c
-        perf = self.perf
         req.cached_tokens = c
         req.host_cached_tokens = h = req.cache_host * self.cache_block
         req.ssd_cached_tokens = d = req.cache_ssd * self.cache_block
         req.shared_cached_tokens = g = req.cache_shared * self.cache_block
-        req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
-                                           - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
+        req.prefill_flops_saved = saved = (self._prefill_flops(n, float(n) * n)
+                                           - self._prefill_flops(m, float(m) * m + 2.0 * m * c))
         run = self.run
         if run.window_start_s <= end < run.window_end_s:  # the prefill's end (fast mode reaches it later)
             stats = self.pool.stats
