@@ -10,10 +10,9 @@ cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 cdef class PrefixCache:
     cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, tmask, tshift, tused
     cdef public object capacity_blocks, bit, nbit, holders, shared
-    cdef public bint orphans
+    cdef public Py_ssize_t last
     cdef long long[::1] table, skey, tier_cap, count, moved
     cdef int[::1] st
-    cdef object _zero
     @cython.locals(i=Py_ssize_t)
     cpdef index_into(self, dict holders, object position)  # a Python int: the bit can pass bit 63
     cdef inline Py_ssize_t _home(self, long long key)
@@ -35,26 +34,25 @@ cdef class PrefixCache:
     cdef Py_ssize_t _child(self, Py_ssize_t p, long long key)
     @cython.locals(s=Py_ssize_t)
     cdef Py_ssize_t _new_slot(self, key, Py_ssize_t p) except -1
-    @cython.locals(key=cython.longlong, d=Py_ssize_t, p=Py_ssize_t)
+    @cython.locals(key=cython.longlong, p=Py_ssize_t)
     cdef _drop(self, Py_ssize_t s)
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
     @cython.locals(n=Py_ssize_t, p=Py_ssize_t)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
-    cpdef int[::1] new_slots(self, Py_ssize_t usable)
     @cython.locals(t=Py_ssize_t)
     cdef inline void _take(self, Py_ssize_t s, bint count_moved)
     @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
-    cpdef Py_ssize_t acquire(self, tuple keys, int[::1] slots, Py_ssize_t usable)
+    cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     @cython.locals(cap=cython.longlong)
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)
     cdef _evict_oldest(self)
     @cython.locals(i=Py_ssize_t, s=Py_ssize_t, p=Py_ssize_t, cap=Py_ssize_t)
-    cpdef commit(self, tuple keys, int[::1] slots, Py_ssize_t hit, Py_ssize_t usable)
+    cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
     @cython.locals(i=Py_ssize_t, s=Py_ssize_t)
-    cpdef release(self, int[::1] slots, Py_ssize_t held)
+    cpdef release(self, Py_ssize_t last, Py_ssize_t held)
     @cython.locals(keep=Py_ssize_t)
     cpdef trim_pages(self, Py_ssize_t free_pages)
     cpdef Py_ssize_t tier_blocks(self, Py_ssize_t t)

@@ -69,22 +69,28 @@ class PrefixCache:
     place in the chains: its parent (the slot of the block before it in its chain, -1
     for a chain's first block), its chain child (one child found through it, -1: none),
     how many of its children are held, and whether it is a head; ``skey`` its key.
+    A request's blocks are a path, so it keeps only the slot of its last one (released
+    up the parent links).
 
     The blocks form a tree, as SGLang's radix tree does: a request's blocks are a path
     from a root, and a chain child is reached from its parent's slot without a lookup.
-    The first child a block gets is its chain child; the others (branches), the roots,
-    and the chain child of a block that left are heads, whose keys map to their slots in
-    an open-addressing table (``table``: pairs of int64 (key, slot), linear probing, at
-    most half full; a key's first probe is a multiplicative hash of it; deletion shifts
-    the entries behind back, so no tombstones). So the blocks a prefill computes join
-    the cache as a path of chain children, with no table probe (a new block has no
-    children, so its successor cannot be held), and a lookup walks chain children, probing
-    the table only at a branch. A block dropped while some child stays (it cannot
-    happen while children are never more recent than their parents, as every operation
-    here keeps them; counted anyway) sets ``orphans``, after which a lookup probes the
-    table whenever a chain child does not match. Free slots are chained through their
-    next link. No Python object per block (a dict of this size per replica cost two cache
-    misses per probe and a reallocation of its table every few thousand insertions).
+    The first child a block gets is its chain child; the others (branches) and the roots
+    are heads, whose keys map to their slots in an open-addressing table (``table``:
+    pairs of int64 (key, slot), linear probing, at most half full; a key's first probe is
+    a multiplicative hash of it; deletion shifts the entries behind back, so no
+    tombstones). So the blocks a prefill computes join the cache as a path of chain
+    children with no table probe (a new block has no children, so its successor cannot
+    be held), and a lookup walks chain children, probing the table only where a block
+    has branches. Free slots are chained through their next link. No Python object per
+    block (a dict of this size per replica cost two cache misses per probe and a
+    reallocation of its table every few thousand insertions).
+
+    A block never leaves before its children (so a held block's parent is held): a
+    request holds a prefix of its chain and releases it deepest block first, so a child
+    is never more recent than its parent, and blocks leave the replica least recent
+    first from the last tier, each tier passing its least recent block on to the next
+    (the order of recency runs unbroken through the tiers, the referenced blocks on top).
+    :meth:`_drop` checks it.
 
     With ``holders`` (a pool's ``{key: bitmask of its replicas holding the block}``, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
@@ -102,7 +108,7 @@ class PrefixCache:
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
                  "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders", "bit",
-                 "nbit", "_zero", "shared", "orphans")
+                 "nbit", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
@@ -116,12 +122,11 @@ class PrefixCache:
         self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
-        self.orphans = False  # a block left with a child held (class docstring)
+        self.last = -1  # the slot of the last block the last acquire referenced (-1: none)
         self.free = -1  # first free slot (-1: none)
         self.size = 0
         self.skey = array("q")
         self.st = array("i")
-        self._zero = array("i", [0])
         self._grow()
         for t in range(_LISTS):  # the sentinels: empty circular lists
             self.st[_W * t + _PREV] = self.st[_W * t + _NEXT] = t
@@ -247,11 +252,11 @@ class PrefixCache:
             if d >= 0:
                 if self.skey[d] == key:
                     return d
-                if self.st[_W * p + _KIDS] == 1 and not self.orphans:
+                if self.st[_W * p + _KIDS] == 1:
                     return -1  # its one child is another block
-            elif not self.st[_W * p + _KIDS] and not self.orphans:
+            elif not self.st[_W * p + _KIDS]:
                 return -1  # no child held (always so for a block just added)
-        return self._find(key)
+        return self._find(key)  # a root, or a branch
 
     def _new_slot(self, key: int, p: int) -> int:
         """A slot for ``key`` (not held), referenced once in HBM, the child of slot ``p``
@@ -287,18 +292,13 @@ class PrefixCache:
         """Forget slot ``s`` (unlinked): its block leaves the replica."""
         key = self.skey[s]
         if self.st[_W * s + _KIDS]:
-            self.orphans = True  # its children stay without it (class docstring)
-            d = self.st[_W * s + _DOWN]
-            if d >= 0:  # its chain child becomes a head
-                self.st[_W * d + _HEAD] = 1
-                self.st[_W * d + _UP] = -1
-                self._put(self.skey[d], d)
+            raise RuntimeError(f"prefix cache: block {key} dropped before its children (class docstring)")
         p = self.st[_W * s + _UP]
         if self.st[_W * s + _HEAD]:
             self._erase(key)
-        else:  # a chain child: its parent is held
+        else:
             self.st[_W * p + _DOWN] = -1
-        if p >= 0:  # (once orphans are set a head's parent may be a recycled slot: harmless, KIDS unused then)
+        if p >= 0:
             self.st[_W * p + _KIDS] -= 1
         holders = self.holders
         if holders is not None:
@@ -334,10 +334,6 @@ class PrefixCache:
             n += 1
         return n
 
-    def new_slots(self, usable: int):
-        """A zeroed ``array("i")`` of ``usable`` entries: a request's slots (:meth:`acquire`)."""
-        return self._zero * usable
-
     def _take(self, s: int, count_moved: bool) -> None:
         """Reference slot ``s``: an unreferenced block leaves its list (a lower tier's is
         promoted to HBM, counted in ``moved`` when ``count_moved``)."""
@@ -356,9 +352,9 @@ class PrefixCache:
         self.st[_W * s + _REF] = 1
         self.n_refd += 1
 
-    def acquire(self, keys: tuple, slots, usable: int) -> int:
+    def acquire(self, keys: tuple, usable: int) -> int:
         """A request was admitted: reference the longest run of ``keys[:usable]`` present
-        (its hit, returned), their slots written to ``slots[:hit]``. Blocks found in a
+        (its hit, returned; the slot of its last block in ``last``). Blocks found in a
         lower tier are promoted to HBM; ``moved[t]``: how many from tier t. A key this
         replica lacks but the pool's shared store holds is copied in from there, referenced
         in HBM (``moved[SHARED]``)."""
@@ -377,9 +373,9 @@ class PrefixCache:
                 self.moved[_SHARED] += 1
             else:
                 break
-            slots[n] = s
             p = s
             n += 1
+        self.last = p
         return n
 
     def moved_from(self, t: int) -> int:
@@ -415,12 +411,13 @@ class PrefixCache:
         self.evictable -= 1
         self._demote(s, HOST)
 
-    def commit(self, keys: tuple, slots, hit: int, usable: int) -> None:
+    def commit(self, keys: tuple, last: int, hit: int, usable: int) -> int:
         """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
         cache, referenced (a block another request computed meanwhile is shared; one in a
-        lower tier is replaced by the HBM copy), their slots written to ``slots``; then
-        evict down to the capacity."""
-        p = slots[hit - 1] if hit > 0 else -1
+        lower tier is replaced by the HBM copy) below ``last``, the slot of its block
+        ``hit - 1`` (-1 if ``hit`` is 0); then evict down to the capacity. Returns the slot
+        of its block ``usable - 1`` (``last`` if none joined)."""
+        p = last
         for i in range(hit, usable):
             key = keys[i]
             s = self._child(p, key)
@@ -428,24 +425,25 @@ class PrefixCache:
                 s = self._new_slot(key, p)
             else:
                 self._take(s, False)
-            slots[i] = s
             p = s
         cap = self.cap
         if cap >= 0:
             while self.evictable and self.n_refd + self.evictable > cap:
                 self._evict_oldest()
+        return p
 
-    def release(self, slots, held: int) -> None:
-        """The request left the replica: drop its references to the blocks of
-        ``slots[:held]``, last block first; unreferenced blocks become the most recently
-        used evictable ones."""
-        for i in range(held - 1, -1, -1):
-            s = slots[i]
+    def release(self, last: int, held: int) -> None:
+        """The request left the replica: drop its references to its ``held`` blocks, the
+        last in slot ``last``, last block first (up the parent links); unreferenced blocks
+        become the most recently used evictable ones."""
+        s = last
+        for i in range(held):
             self.st[_W * s + _REF] -= 1
             if not self.st[_W * s + _REF]:
                 self.n_refd -= 1
                 self.evictable += 1
                 self._push_back(0, s)
+            s = self.st[_W * s + _UP]
 
     def trim_pages(self, free_pages: int) -> None:
         """Evict least recently used blocks until the evictable ones fit in

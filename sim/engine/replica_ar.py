@@ -337,9 +337,9 @@ class ARReplica(TimerDriven):
 
     def _remove_running(self, req: Request) -> None:
         if req.cache_held:
-            self.prefix.release(req.cache_slots, req.cache_held)
+            self.prefix.release(req.cache_last, req.cache_held)
             req.cache_held = 0
-            req.cache_slots = None
+            req.cache_last = -1
         w = req.branches
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
@@ -544,8 +544,8 @@ class ARReplica(TimerDriven):
         if keys:
             usable = self.prefix.usable(keys, req.prompt_tokens)
             if usable:
-                req.cache_slots = self.prefix.new_slots(usable)
-                hit = self.prefix.acquire(keys, req.cache_slots, usable)
+                hit = self.prefix.acquire(keys, usable)
+                req.cache_last = self.prefix.last
             req.cache_host = self.prefix.moved_from(HOST) if hit else 0
             req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
             req.cache_shared = self.prefix.moved_from(SHARED) if hit else 0
@@ -577,7 +577,7 @@ class ARReplica(TimerDriven):
         if not keys:
             return
         usable = self.prefix.usable(keys, req.prompt_tokens)
-        self.prefix.commit(keys, req.cache_slots, req.cache_hit, usable)  # usable 0: no slots, the capacity kept
+        req.cache_last = self.prefix.commit(keys, req.cache_last, req.cache_hit, usable)  # usable 0: the capacity kept
         req.cache_held = usable
 
     def _prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
