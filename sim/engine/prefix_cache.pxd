@@ -1,29 +1,22 @@
 # C types for prefix_cache.py when compiled (see setup.py); the logic is in prefix_cache.py.
 cimport cython
+from sim.engine.key_table cimport BlockIndex, KeyTable
 
 cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
 cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
-cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
 
 
 @cython.final
 cdef class PrefixCache:
-    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, tmask, tshift, tused
-    cdef public object capacity_blocks, bit, nbit, holders, shared
+    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, position
+    cdef public object capacity_blocks, shared
+    cdef public KeyTable heads
+    cdef public BlockIndex holders
     cdef public Py_ssize_t last
-    cdef long long[::1] table, skey, tier_cap, count, moved
+    cdef long long[::1] skey, tier_cap, count, moved
     cdef int[::1] st
     @cython.locals(i=Py_ssize_t)
-    cpdef index_into(self, dict holders, object position)  # a Python int: the bit can pass bit 63
-    cdef inline Py_ssize_t _home(self, long long key)
-    @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
-    cdef Py_ssize_t _find(self, long long key)
-    @cython.locals(mask=Py_ssize_t, i=Py_ssize_t)
-    cdef _put(self, long long key, long long slot)
-    @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
-    cdef _erase(self, long long key)
-    @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t)
-    cdef _rehash(self, Py_ssize_t buckets)
+    cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
     @cython.locals(old=Py_ssize_t, size=Py_ssize_t, i=Py_ssize_t, st='int[::1]', skey='long long[::1]')
     cdef _grow(self)
     @cython.locals(p=int, n=int)

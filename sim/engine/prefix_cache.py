@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from array import array
 
+from sim.engine.key_table import BlockIndex, KeyTable
+
 HOST, SSD = 1, 2
 """The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
 SHARED = 3
@@ -54,8 +56,6 @@ _SHARED = 3  # SHARED, a C constant when compiled
 _W = 8  # a slot's fields in ``st`` (class docstring)
 _REF, _TIER, _PREV, _NEXT, _UP, _DOWN, _KIDS, _HEAD = 0, 1, 2, 3, 4, 5, 6, 7
 _FREE = -1  # a free slot's tier
-_EMPTY = -1  # a free entry of the key table
-_LOW31, _LOW32, _GOLDEN = 0x7FFFFFFF, 0xFFFFFFFF, 2654435761  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)
 
 
 class PrefixCache:
@@ -75,10 +75,8 @@ class PrefixCache:
     The blocks form a tree, as SGLang's radix tree does: a request's blocks are a path
     from a root, and a chain child is reached from its parent's slot without a lookup.
     The first child a block gets is its chain child; the others (branches) and the roots
-    are heads, whose keys map to their slots in an open-addressing table (``table``:
-    pairs of int64 (key, slot), linear probing, at most half full; a key's first probe is
-    a multiplicative hash of it; deletion shifts the entries behind back, so no
-    tombstones). So the blocks a prefill computes join the cache as a path of chain
+    are heads, whose keys map to their slots in ``heads`` (a
+    :class:`sim.engine.key_table.KeyTable`). So the blocks a prefill computes join the cache as a path of chain
     children with no table probe (a new block has no children, so its successor cannot
     be held), and a lookup walks chain children, probing the table only where a block
     has branches. Free slots are chained through their next link. No Python object per
@@ -92,9 +90,9 @@ class PrefixCache:
     (the order of recency runs unbroken through the tiers, the referenced blocks on top).
     :meth:`_drop` checks it.
 
-    With ``holders`` (a pool's ``{key: bitmask of its replicas holding the block}``, for the
+    With ``holders`` (its pool's :class:`sim.engine.key_table.BlockIndex`, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
-    leaves this replica (in any tier) sets or clears the replica's ``bit`` there.
+    leaves this replica (in any tier) sets or clears the replica's bit (``position``) there.
 
     Args:
         block_tokens: tokens per cached block (the hashes' block size).
@@ -106,9 +104,9 @@ class PrefixCache:
         shared: the pool's :class:`SharedStore`, below the last local tier; None: none.
     """
 
-    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
-                 "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders", "bit",
-                 "nbit", "shared", "last")
+    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
+                 "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders",
+                 "position", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
@@ -130,86 +128,18 @@ class PrefixCache:
         self._grow()
         for t in range(_LISTS):  # the sentinels: empty circular lists
             self.st[_W * t + _PREV] = self.st[_W * t + _NEXT] = t
-        self.tused = 0
-        self.tmask = 127
-        self.tshift = 32 - 7
-        self.table = array("q", [_EMPTY]) * (2 * 128)
+        self.heads = KeyTable()
         self.holders = None
-        self.bit = 0
-        self.nbit = -1
+        self.position = -1
 
-    def index_into(self, holders: dict, position: int) -> None:
-        """Report this replica's blocks in ``holders`` as bit ``position`` (class docstring),
+    def index_into(self, holders: BlockIndex, position: int) -> None:
+        """Report this replica's blocks in ``holders`` as replica ``position`` (class docstring),
         those held now included."""
         self.holders = holders
-        self.bit = 1 << position
-        self.nbit = ~self.bit
+        self.position = position
         for i in range(_LISTS, self.size):
             if self.st[_W * i + _TIER] != _FREE:
-                key = self.skey[i]
-                holders[key] = holders.get(key, 0) | self.bit
-
-    # --- the key table -----------------------------------------------------------------
-    def _home(self, key: int) -> int:
-        """A key's first probe: the top bits of the low 32 bits of its low 31 bits times
-        2**32 / φ (Knuth's multiplicative hash; below 2**63, so C and Python agree)."""
-        return (((key & _LOW31) * _GOLDEN) & _LOW32) >> self.tshift
-
-    def _find(self, key: int) -> int:
-        """The slot of head ``key``; -1 if not a head held."""
-        mask = self.tmask
-        i = self._home(key)
-        while True:  # self.table, not a local: a local typed view costs two atomic operations
-            k = self.table[2 * i]
-            if k == key:
-                return self.table[2 * i + 1]
-            if k == _EMPTY:
-                return -1
-            i = (i + 1) & mask
-
-    def _put(self, key: int, slot: int) -> None:
-        """Map ``key`` (not held) to ``slot``."""
-        if 2 * (self.tused + 1) > self.tmask + 1:
-            self._rehash(2 * (self.tmask + 1))
-        mask = self.tmask
-        i = self._home(key)
-        while self.table[2 * i] != _EMPTY:
-            i = (i + 1) & mask
-        self.table[2 * i] = key
-        self.table[2 * i + 1] = slot
-        self.tused += 1
-
-    def _erase(self, key: int) -> None:
-        """Unmap ``key`` (held): the entries behind it in its probe run move back to keep
-        every key reachable from its home."""
-        mask = self.tmask
-        i = self._home(key)
-        while self.table[2 * i] != key:
-            i = (i + 1) & mask
-        j = i
-        while True:
-            j = (j + 1) & mask
-            k = self.table[2 * j]
-            if k == _EMPTY:
-                break
-            h = self._home(k)
-            if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
-                continue  # its home lies between the hole and it: it stays
-            self.table[2 * i] = k
-            self.table[2 * i + 1] = self.table[2 * j + 1]
-            i = j
-        self.table[2 * i] = _EMPTY
-        self.tused -= 1
-
-    def _rehash(self, buckets: int) -> None:
-        old, n = self.table, self.tmask + 1
-        self.table = array("q", [_EMPTY]) * (2 * buckets)
-        self.tmask = buckets - 1
-        self.tshift = 32 - (buckets.bit_length() - 1)
-        self.tused = 0
-        for i in range(n):
-            if old[2 * i] != _EMPTY:
-                self._put(old[2 * i], old[2 * i + 1])
+                holders.add(self.skey[i], position)
 
     # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
@@ -256,7 +186,7 @@ class PrefixCache:
                     return -1  # its one child is another block
             elif not self.st[_W * p + _KIDS]:
                 return -1  # no child held (always so for a block just added)
-        return self._find(key)  # a root, or a branch
+        return self.heads.get(key, -1)  # a root, or a branch
 
     def _new_slot(self, key: int, p: int) -> int:
         """A slot for ``key`` (not held), referenced once in HBM, the child of slot ``p``
@@ -279,13 +209,12 @@ class PrefixCache:
                 self.st[_W * s + _HEAD] = 0
             else:
                 self.st[_W * s + _HEAD] = 1
-                self._put(key, s)
+                self.heads.put(key, s)
         else:
             self.st[_W * s + _HEAD] = 1
-            self._put(key, s)
-        holders = self.holders
-        if holders is not None:
-            holders[key] = holders.get(key, 0) | self.bit
+            self.heads.put(key, s)
+        if self.holders is not None:
+            self.holders.add(key, self.position)
         return s
 
     def _drop(self, s: int) -> None:
@@ -295,18 +224,13 @@ class PrefixCache:
             raise RuntimeError(f"prefix cache: block {key} dropped before its children (class docstring)")
         p = self.st[_W * s + _UP]
         if self.st[_W * s + _HEAD]:
-            self._erase(key)
+            self.heads.erase(key)
         else:
             self.st[_W * p + _DOWN] = -1
         if p >= 0:
             self.st[_W * p + _KIDS] -= 1
-        holders = self.holders
-        if holders is not None:
-            rest = holders[key] & self.nbit
-            if rest:
-                holders[key] = rest
-            else:
-                del holders[key]
+        if self.holders is not None:
+            self.holders.remove(key, self.position)
         self.st[_W * s + _TIER] = _FREE
         self.st[_W * s + _NEXT] = self.free
         self.free = s

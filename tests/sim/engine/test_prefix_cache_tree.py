@@ -14,6 +14,7 @@ from collections import OrderedDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.engine.key_table import BlockIndex
 from sim.engine.prefix_cache import HOST, SHARED, SSD, PrefixCache, SharedStore
 from traffic.prefix import chain_keys
 
@@ -109,7 +110,7 @@ def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data)
     table: dict = {}
     store = SharedStore(shared_cap) if shared_cap else None
     cache = PrefixCache(16, ppb, cap, host, ssd, store)
-    holders: dict = {}
+    holders = BlockIndex(1)
     cache.index_into(holders, 0)
     ref = ReferenceLRU(cap, host, ssd, shared_cap, ppb)
     running: list = []  # [keys, hit, held, last slot, committed]
@@ -147,7 +148,9 @@ def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data)
         assert cache.blocks == len(ref.refs) + len(ref.tiers[0])
         assert cache.evictable == len(ref.tiers[0])
         assert [cache.tier_blocks(t) for t in (HOST, SSD)] == [len(ref.tiers[HOST]), len(ref.tiers[SSD])]
-        assert set(holders) == ref.held()
+        held = ref.held()
+        assert [holders.get(k) for k in range(len(table))] == [1 if k in held else 0 for k in range(len(table))]
+        assert len(holders) == len(held)
         if store is not None:
             assert list(store.lru) == list(ref.shared)
     probe = data.draw(chains(table))  # a read-only lookup walks the same tree
