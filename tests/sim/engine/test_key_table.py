@@ -13,7 +13,7 @@ from sim.engine.key_table import BlockIndex, KeyTable
 KEYS = st.one_of(st.integers(0, 40), st.integers(0, 2**31).map(lambda k: (k << 31) | 5))  # the latter: one home
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150)
 @given(ops=st.lists(st.tuples(st.sampled_from(["put", "erase"]), KEYS, st.integers(-5, 2**40)), max_size=400))
 def test_key_table_is_a_dict(ops):
     table, want = KeyTable(), {}
@@ -31,7 +31,7 @@ def test_key_table_is_a_dict(ops):
         assert table.get(key, -7) == want.get(key, -7)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100)
 @given(replicas=st.integers(1, 130), data=st.data())
 def test_block_index_holds_the_replicas_of_each_key(replicas, data):
     index, held = BlockIndex(replicas), {}

@@ -103,7 +103,7 @@ def chains(draw, table):
     return chain_keys([0] + draw(st.lists(st.integers(0, 2), max_size=6)), table)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120)
 @given(cap=st.one_of(st.none(), st.integers(1, 14)), host=st.integers(0, 5), ssd=st.integers(0, 5),
        shared_cap=st.integers(0, 6), ppb=st.integers(1, 2), data=st.data())
 def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data):
