@@ -451,7 +451,9 @@ def prefix_cache(results: Results) -> None:
     st.table(table.set_index(["fleet", "workload"]))
     st.caption("Token-weighted over completed measured requests: hit ratio = cached / prompt tokens; tokens served "
                "from each tier (HBM = cached − the lower tiers'); KV bytes moved into HBM = a lower tier's tokens × "
-               "the pool's stored KV bytes per token; prefill FLOPs saved versus recomputing every prompt."
+               "the pool's stored KV bytes per token; prefill FLOPs saved versus recomputing every prompt. "
+               "kv_demoted / promoted / written / dropped bytes: every tier change inside the measurement window "
+               "(a workload's: the pools serving it)."
                + (" (Tier counts need the request rows: not shown for a streamed run.)" if results.streamed else ""))
     pools = cache.pool_cache_table(results.pools)
     if not pools.empty:

@@ -4,8 +4,10 @@ Which columns are cache columns is decided by their names, not by a fixed list, 
 tier added later (SSD, a shared pool) shows without a change here:
 
 - summary and pool columns: every name starting with one of :data:`CACHE_PREFIXES`
-  (``prefix_hit_ratio``, ``prefix_host_hit_ratio``, ``prefill_flops_saved`` today);
-  ratios (names ending ``_ratio``) are shown as percentages;
+  (``prefix_hit_ratio``, ``prefix_host_hit_ratio``, ``prefill_flops_saved``, and the KV
+  traffic between tiers in the measurement window: ``kv_demoted_host_bytes``,
+  ``kv_promoted_ssd_bytes``, ``kv_written_shared_bytes``, ``kv_dropped_bytes`` ...);
+  ratios (names ending ``_ratio``) are shown as percentages, bytes in engineering notation;
 - request columns: ``cached_tokens`` (prompt tokens served from any cache tier at the
   request's first prefill) and ``<tier>_cached_tokens`` (the part of them served from
   the lower tier ``<tier>``, e.g. ``host_cached_tokens``). Tokens served from HBM are
@@ -13,7 +15,10 @@ tier added later (SSD, a shared pool) shows without a change here:
   tier's tokens × the serving pool's stored KV bytes per token (docs/kv-reuse.md: a hit
   in a lower tier is copied back into HBM).
 
-Sums are over the completed measured requests, as the summary's ratios are.
+The request sums are over the completed measured requests, as the summary's ratios are;
+the ``kv_<move>_bytes`` columns count every tier change inside the measurement window
+(docs/kv-reuse.md), so ``kv_promoted_host_bytes`` also holds promotions of requests
+readmitted after a preemption or not yet completed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import re
 
 import pandas as pd
 
-CACHE_PREFIXES = ("prefix_", "prefill_flops_saved", "kv_tier_", "tier_")
+CACHE_PREFIXES = ("prefix_", "prefill_flops_saved", "kv_demoted_", "kv_promoted_", "kv_written_", "kv_dropped_",
+                  "kv_tier_", "tier_")
 TIER_TOKENS = re.compile(r"^(?P<tier>[a-z0-9]+)_cached_tokens$")
 HBM = "hbm"
 

@@ -34,6 +34,7 @@ from sim.engine.journey import Handoffs, JourneyPlanner
 from sim.engine.operations import FleetOps
 from sim.engine.outcomes import Outcomes
 from sim.engine.pools import Pool
+from sim.engine.prefix_cache import TRAFFIC
 from sim.engine.replica_ar import ARReplica
 from sim.engine.replica_service import ServiceReplica
 from sim.engine.replica_step import StepReplica
@@ -611,4 +612,6 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
                             prefill_host_tokens=s.prefill_host_tokens, prefill_ssd_tokens=s.prefill_ssd_tokens)
             if p.shared_kv is not None:
                 rows[-1].update(prefill_shared_tokens=s.prefill_shared_tokens)
+            rows[-1].update({f"kv_{name}_blocks": n for name, n in zip(TRAFFIC, s.kv_tier_blocks)
+                             if p.shared_kv is not None or not name.endswith("_shared")})
     return pd.DataFrame(rows)

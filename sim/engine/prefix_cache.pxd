@@ -2,7 +2,7 @@
 cimport cython
 from sim.engine.key_table cimport BlockIndex, KeyTable
 
-cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
+cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _TRAFFIC, _DROPPED, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
 cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
 
 
@@ -13,7 +13,7 @@ cdef class PrefixCache:
     cdef public KeyTable heads
     cdef public BlockIndex holders
     cdef public Py_ssize_t last
-    cdef long long[::1] skey, tier_cap, count, moved
+    cdef long long[::1] skey, tier_cap, count, moved, traffic
     cdef int[::1] st
     @cython.locals(i=Py_ssize_t)
     cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
@@ -38,7 +38,8 @@ cdef class PrefixCache:
     @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
-    @cython.locals(cap=cython.longlong)
+    cpdef long long traffic_blocks(self, Py_ssize_t i)
+    @cython.locals(cap=cython.longlong, put=Py_ssize_t)
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)
     cdef _evict_oldest(self)

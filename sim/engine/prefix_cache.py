@@ -32,6 +32,10 @@ NeurIPS 2024):
   remote backend), a block dropped past the replica's last tier is put there, and a hit
   continues through keys the replica lacks but the store holds: such a block is copied
   into this replica's HBM (counted in ``moved[SHARED]``) and stays in the store too.
+- Every block that changes tier (demoted, written to the store, dropped for good,
+  promoted) is counted in ``traffic`` (:data:`TRAFFIC`), cumulatively; the replica turns
+  the counts into the pool's KV traffic in the measurement window
+  (:meth:`sim.engine.replica_ar.ARReplica._cache_traffic`).
 
 Capacity accounting: a running request counts its whole prompt's KV in the replica's
 paged-KV bookkeeping as before (two running requests sharing a prefix each count it:
@@ -50,6 +54,19 @@ HOST, SSD = 1, 2
 """The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
 SHARED = 3
 """The pool's shared store, by its entry in ``PrefixCache.moved`` (it has no list here)."""
+TRAFFIC = ("demoted_host", "demoted_ssd", "written_shared", "dropped", "promoted_host", "promoted_ssd",
+           "promoted_shared")
+"""The entries of ``PrefixCache.traffic``, blocks counted since the cache was made:
+demoted into host DRAM (from HBM) and into the SSD tier (from host DRAM, or from HBM
+without a host tier), written to the shared store (past the last local tier, a key the
+store did not hold), dropped for good (past the last local tier without a shared store,
+or out of the shared store), promoted into HBM from host DRAM, from the SSD tier and from
+the shared store (every :meth:`PrefixCache.acquire`). Entry t − 1 is the move down into
+tier t (:data:`HOST`, :data:`SSD`, :data:`SHARED`), entry ``_PROMOTED + t`` the
+promotion from it."""
+_TRAFFIC = 7
+_DROPPED = 3  # TRAFFIC[_DROPPED]
+_PROMOTED = 3  # TRAFFIC[_PROMOTED + t]: promoted from tier t (HOST, SSD, SHARED)
 _LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
 _MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
 _SHARED = 3  # SHARED, a C constant when compiled
@@ -105,7 +122,7 @@ class PrefixCache:
     """
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
-                 "st", "tier_cap", "count", "moved", "n_refd", "evictable", "free", "size", "holders",
+                 "st", "tier_cap", "count", "moved", "traffic", "n_refd", "evictable", "free", "size", "holders",
                  "position", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
@@ -117,6 +134,7 @@ class PrefixCache:
         self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per list: most blocks (list 0: unused)
         self.count = array("q", [0] * _LISTS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
         self.moved = array("q", [0] * _MOVED)  # per lower tier: blocks the last acquire promoted from it
+        self.traffic = array("q", [0] * _TRAFFIC)  # blocks moved between tiers so far, by :data:`TRAFFIC`
         self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
@@ -300,6 +318,8 @@ class PrefixCache:
             p = s
             n += 1
         self.last = p
+        for t in range(1, _MOVED):
+            self.traffic[_PROMOTED + t] += self.moved[t]
         return n
 
     def moved_from(self, t: int) -> int:
@@ -307,17 +327,22 @@ class PrefixCache:
         the shared store, ``t`` = :data:`SHARED`)."""
         return self.moved[t]
 
+    def traffic_blocks(self, i: int) -> int:
+        """Blocks counted so far in entry ``i`` of :data:`TRAFFIC`."""
+        return self.traffic[i]
+
     def _demote(self, s: int, t: int) -> None:
         """Slot ``s`` (unlinked, unreferenced) goes to the first lower tier from ``t`` on
         that exists, as its most recent block; a tier over its capacity passes its least
         recent block on the same way; past the last tier a block is dropped (put in the
-        pool's shared store when there is one)."""
+        pool's shared store when there is one). Each move is counted in ``traffic``."""
         while t < _LISTS:
             cap = self.tier_cap[t]
             if cap > 0:
                 self.st[_W * s + _TIER] = t
                 self._push_back(t, s)
                 self.count[t] += 1
+                self.traffic[t - 1] += 1
                 if self.count[t] <= cap:
                     return
                 s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
@@ -325,7 +350,13 @@ class PrefixCache:
                 self.count[t] -= 1
             t += 1
         if self.shared is not None:
-            self.shared.put(self.skey[s])
+            put = self.shared.put(self.skey[s])
+            if put:
+                self.traffic[_SHARED - 1] += 1
+            if put == 2:
+                self.traffic[_DROPPED] += 1
+        else:
+            self.traffic[_DROPPED] += 1
         self._drop(s)
 
     def _evict_oldest(self) -> None:
@@ -405,15 +436,21 @@ class SharedStore:
         self.capacity_blocks = capacity_blocks
         self.lru: dict = {}  # key -> None, least recently used first (insertion order)
 
-    def put(self, key: int) -> None:
-        """``key``'s block arrives (or is written again): the most recent; the least recent
-        leaves when the store is over its capacity."""
+    def put(self, key: int) -> int:
+        """``key``'s block arrives: the most recent; the least recent leaves when the store
+        is over its capacity. Returns 0 when the store held it already (it is only
+        refreshed: no bytes to write), 1 when it was written, 2 when written and another
+        block left for good."""
         lru = self.lru
         if key in lru:
             del lru[key]
+            lru[key] = None
+            return 0
         lru[key] = None
         if len(lru) > self.capacity_blocks:
             del lru[next(iter(lru))]
+            return 2
+        return 1
 
     def touch(self, key: int) -> bool:
         """Whether ``key``'s block is held; if so it becomes the most recent."""

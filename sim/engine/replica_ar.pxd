@@ -25,6 +25,7 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t block, cap_blocks, index, iters, max_batch, max_prefill_tokens, n_running, next_seq, outstanding, sum_offsets, watermark_blocks
     cdef public Py_ssize_t role, gnum, pinned, n_loading, cache_block
     cdef public PrefixCache prefix
+    cdef long long[::1] _traffic_seen
     cdef public Py_ssize_t chunk, _pending_w
     cdef public list _pending
     cdef public bint _busy, _cuttable, _inflight
@@ -78,6 +79,8 @@ cdef class ARReplica(TimerDriven):
     cpdef _cache_commit(self, Request req)
     @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
     cpdef _cache_trim(self)
+    @cython.locals(run=object, now=double, counted=bint, seen='long long[::1]', cache=PrefixCache, i=Py_ssize_t, v=cython.longlong)
+    cpdef _cache_traffic(self)
     @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t, g=Py_ssize_t)
     cpdef _cache_first(self, Request req, double end)
     cdef inline double _prefill_flops(self, double new_tokens, double new_tokens_sq)

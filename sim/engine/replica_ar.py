@@ -100,7 +100,7 @@ from sim.models.perf import (
 from sim.models.speculation import GROWTH_DEN
 from sim.engine.completion_heap import NO_COMPLETION, CompletionHeap
 from fleets.storage import tier
-from sim.engine.prefix_cache import HOST, SHARED, SSD, PrefixCache
+from sim.engine.prefix_cache import HOST, SHARED, SSD, TRAFFIC, PrefixCache
 from sim.engine.request import COMPLETED, Request, RouterFacing
 from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
@@ -128,7 +128,7 @@ class ARReplica(TimerDriven):
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
         "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s",
-        "shared_bytes_per_s", "shared_latency_s", "linear_flops_per_token", "prefill_attn_flops_per_pair",
+        "shared_bytes_per_s", "shared_latency_s", "_traffic_seen", "linear_flops_per_token", "prefill_attn_flops_per_pair",
         "prefill_window_attn_flops_per_token",
         "chunk", "_pending", "_pending_w"
     )
@@ -213,6 +213,7 @@ class ARReplica(TimerDriven):
         self.cache_block = 0
         self.host_bytes_per_s = self.ssd_bytes_per_s = self.ssd_latency_s = 0.0
         self.shared_bytes_per_s = self.shared_latency_s = 0.0
+        self._traffic_seen = array("q", [0] * len(TRAFFIC))  # the cache's traffic counters at the last change
         if pc is not None and self.role != DECODE:
             self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks,
                                       pc.ssd_blocks, pool.shared_kv)
@@ -546,6 +547,7 @@ class ARReplica(TimerDriven):
             if usable:
                 hit = self.prefix.acquire(keys, usable)
                 req.cache_last = self.prefix.last
+                self._cache_traffic()
             req.cache_host = self.prefix.moved_from(HOST) if hit else 0
             req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
             req.cache_shared = self.prefix.moved_from(SHARED) if hit else 0
@@ -566,6 +568,7 @@ class ARReplica(TimerDriven):
         if pages <= room - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n):
             return
         self.prefix.trim_pages(room - self.blocks_used(self.iters))
+        self._cache_traffic()
 
     def _cache_commit(self, req: Request) -> None:
         """``req``'s prefill starts: the blocks it computes join the cache, referenced (a
@@ -578,6 +581,7 @@ class ARReplica(TimerDriven):
             return
         usable = self.prefix.usable(keys, req.prompt_tokens)
         req.cache_last = self.prefix.commit(keys, req.cache_last, req.cache_hit, usable)  # usable 0: the capacity kept
+        self._cache_traffic()
         req.cache_held = usable
 
     def _prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
@@ -586,6 +590,23 @@ class ARReplica(TimerDriven):
         call per request cost more than the rest of :meth:`_cache_first`)."""
         return self.linear_flops_per_token * new_tokens + (0.5 * self.prefill_attn_flops_per_pair * new_tokens_sq
                                                            + self.prefill_window_attn_flops_per_token * new_tokens)
+
+    def _cache_traffic(self) -> None:
+        """After a change of the cache (now): the blocks it moved between tiers (its
+        ``traffic`` counters' increase since the last change) join the pool's
+        ``kv_tier_blocks`` if now is in the measurement window [start, end) (the window
+        of busy time, FLOP and bytes: traffic / window = a mean rate). Both engine modes
+        change the cache at the same instants (:meth:`_cache_trim`)."""
+        run = self.run
+        now = self.env._now
+        counted = run.window_start_s <= now < run.window_end_s
+        seen, cache = self._traffic_seen, self.prefix
+        for i in range(len(seen)):
+            v = cache.traffic_blocks(i)
+            if v != seen[i]:
+                if counted:
+                    self.pool.stats.kv_tier_blocks[i] += v - seen[i]
+                seen[i] = v
 
     def _cache_first(self, req: Request, end: float) -> None:
         """Record the first prefill's cached tokens and the prefill FLOP they saved (the

@@ -5,9 +5,11 @@ Nothing here is module- or class-level: two runs in one process cannot interfere
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
+
+from sim.engine.prefix_cache import TRAFFIC
 
 
 def events_processed(env: simpy.Environment) -> int:
@@ -37,6 +39,9 @@ class PoolStats:
     prefill_host_tokens: int = 0  # of the cached tokens, those copied back from host memory
     prefill_ssd_tokens: int = 0  # of the cached tokens, those read back from the SSD tier
     prefill_shared_tokens: int = 0  # of the cached tokens, those read from the pool's shared store
+    # a prefix cache: blocks moved between its tiers at instants in the window, by
+    # sim.engine.prefix_cache.TRAFFIC (all replicas; ARReplica._cache_traffic)
+    kv_tier_blocks: list = field(default_factory=lambda: [0] * len(TRAFFIC))
 
 
 class RunContext:

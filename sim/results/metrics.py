@@ -17,6 +17,7 @@ import math
 import pandas as pd
 
 from sim.engine.core import FleetRun
+from sim.engine.prefix_cache import TRAFFIC
 from sim.fleet_plan import FleetPlan
 from sim.models.economics import pool_activities, pool_costs
 from sim.results.saturation import saturation_columns
@@ -64,6 +65,7 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
         row["prefix_ssd_hit_ratio"] = _ratio(raw["prefill_ssd_tokens"], raw["prefill_prompt_tokens"])
         if pool.config.prefix_cache.shared_blocks:
             row["prefix_shared_hit_ratio"] = _ratio(raw["prefill_shared_tokens"], raw["prefill_prompt_tokens"])
+        row.update(kv_tier_bytes(pool, raw))
     if pool.perf is not None:
         perf, layout = pool.perf, pool.layout
         memory = layout.replica_memory_bytes / pool.config.memory_utilization
@@ -99,6 +101,16 @@ def _pool_row(pool, raw: dict, window_s: float, end_s: float, econ) -> dict:
                it_power_idle_w=pool_costs(pool, econ, 0.0, a_c, a_m)["it_power_avg_w"],
                it_power_busy_w=busy_all["it_power_avg_w"])
     return row
+
+
+def kv_tier_bytes(pool, raw: dict) -> dict:
+    """A cached pool's KV traffic between its tiers in the window (docs/kv-reuse.md): each
+    ``kv_<move>_blocks`` of the engine's pool frame (:data:`sim.engine.prefix_cache.TRAFFIC`)
+    as ``kv_<move>_bytes`` = blocks × ``block_tokens`` × the model's KV bytes per token
+    (the whole replica's, every GPU's shard)."""
+    per_block = pool.config.prefix_cache.block_tokens * pool.perf.kv_bytes_per_token
+    blocks = {name: raw.get(f"kv_{name}_blocks", math.nan) for name in TRAFFIC}
+    return {f"kv_{name}_bytes": float(n * per_block) for name, n in blocks.items() if not math.isnan(n)}
 
 
 def _band(pct: float | None) -> float:

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 from ddsketch import DDSketch
 
+from sim.engine.prefix_cache import TRAFFIC
 from sim.models.economics import cost_rates, held_shares
 from sim.results.metrics import pool_table
 from sim.results.stability import BATCHES, Trend, backlog_trend, interval_area
@@ -494,7 +495,21 @@ def fleet_summary(run, accumulators: dict[str, WorkloadAccumulator], totals: pd.
     rates = cost_rates(table, run.end_s, totals)
     ownership = run.plan.economics.ownership
     rows = [acc.row(run.fleet, run.end_s, rates, ownership) for acc in accumulators.values()]
+    for row in rows:
+        row.update(kv_tier_columns(run.plan, table, row["workload"]))
     return table, rows
+
+
+def kv_tier_columns(plan: FleetPlan, table: pd.DataFrame, workload: str) -> dict:
+    """A workload's KV bytes moved between cache tiers: the ``kv_<move>_bytes`` of the
+    pools serving it (``table``: the fleet's pool table) summed; none when no pool serving
+    it has a prefix cache. A pool shared by several workloads counts whole in each of
+    them (a block is not attributed to a workload: docs/kv-reuse.md)."""
+    w = plan.names.index(workload)
+    serving = table["pool"].isin([p.name for p in plan.pools if w in p.workloads])
+    columns = [f"kv_{name}_bytes" for name in TRAFFIC if f"kv_{name}_bytes" in table.columns]
+    sums = table.loc[serving, columns].sum(min_count=1)
+    return {c: float(v) for c, v in sums.items() if not math.isnan(v)}
 
 
 def summarize_in_memory(run) -> tuple[pd.DataFrame, list[dict], pd.Series]:

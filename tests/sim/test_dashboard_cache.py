@@ -45,6 +45,20 @@ def test_new_tier_columns_show_without_code_changes():
     assert shown.iloc[0]["prefix_ssd_hit_ratio"] == "5.0%" and shown.iloc[0]["prefill_flops_saved"] == "1.5e+18"
 
 
+def test_kv_traffic_columns_show_beside_the_ratios_and_handoff_bytes_do_not():
+    pools = pd.DataFrame({"fleet": ["f", "f"], "pool": ["chat", "plain"], "prefix_hit_ratio": [0.2, math.nan],
+                          "kv_demoted_host_bytes": [3.0e12, math.nan], "kv_demoted_ssd_bytes": [1.25e12, math.nan],
+                          "kv_written_shared_bytes": [5.0e11, math.nan], "kv_dropped_bytes": [0.0, math.nan],
+                          "kv_promoted_host_bytes": [2.0e11, math.nan], "kv_transfer_bytes": [7.0, 7.0],
+                          "busy_fraction": [0.5, 0.5]})
+    assert cache.cache_columns(pools) == ["prefix_hit_ratio", "kv_demoted_host_bytes", "kv_demoted_ssd_bytes",
+                                          "kv_written_shared_bytes", "kv_dropped_bytes", "kv_promoted_host_bytes"]
+    shown = cache.pool_cache_table(pools)
+    assert list(shown["pool"]) == ["chat"]
+    row = shown.iloc[0]
+    assert (row["kv_demoted_host_bytes"], row["kv_demoted_ssd_bytes"], row["kv_dropped_bytes"]) == ("3e+12", "1.25e+12", "0")
+
+
 def test_no_cache_no_table():
     plain = rows().drop(columns=["cached_tokens", "host_cached_tokens", "ssd_cached_tokens"])
     assert cache.tier_tokens(plain, {}).empty
@@ -81,3 +95,11 @@ def test_mooncake_run_tiers_add_up_to_the_hit_ratio_and_bytes_follow_the_model()
     pools = cache.pool_cache_table(results.pools)
     assert set(pools["fleet"]) == {"cache-load", "cache-prefix", "cache-load-host", "cache-prefix-host",
                                    "cache-load-ssd", "cache-prefix-ssd"}
+    # the tier traffic shows per pool and per workload (in 300 s the replicas' HBM does not
+    # fill, so nothing is demoted yet: the blocks dropped, demoted and promoted are all 0)
+    moves = ["kv_demoted_host_bytes", "kv_demoted_ssd_bytes", "kv_dropped_bytes", "kv_promoted_host_bytes",
+             "kv_promoted_ssd_bytes"]
+    shown = cache.cache_summary(results.summary, tiers).set_index("fleet")
+    for table in (pools.set_index("fleet"), shown):
+        assert table.loc["cache-prefix-ssd", moves].tolist() == ["0"] * 5
+        assert table.loc["cache-load", "kv_dropped_bytes"] == "0"

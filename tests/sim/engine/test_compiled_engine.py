@@ -225,3 +225,24 @@ def test_an_operated_pool_gives_the_same_files_in_both_builds(tmp_path):
     row = dict(zip(ops[0].split(","), ops[1].split(",")))
     assert int(row["interruptions"]) > 0 and int(row["cold_starts"]) > 0 and int(row["loads_storage"]) > 0
     assert outputs[False] == outputs[True]
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_kv_tiers_and_their_traffic_are_byte_identical_in_both_builds(source_engine, mode):
+    """The first minute of the Mooncake trace on two small replicas whose HBM, host and
+    SSD tiers spill into a shared store that overflows (about 3,500 blocks demoted to
+    host memory, 1,100 to the SSD, 500 written to the store, 25 read back from the SSD):
+    the requests, and the pools' blocks moved between tiers (``kv_*_blocks``, counted in
+    the compiled cache's C arrays), are byte-identical in both builds."""
+    _require_compiled()
+    cache = {"block_tokens": 512, "capacity_blocks": 100, "host_blocks": 1200, "ssd_blocks": 300, "shared_blocks": 400}
+    scenario = {
+        "name": "tiers", "seed": 1, "duration_s": 60, "warmup_s": 0, "engine": {"mode": mode},
+        "workloads": {"chat": {"kind": "autoregressive", "model": "llama-3.1-8b", "arrival": {
+            "kind": "trace", "path": str(ROOT / "traffic/data/mooncake_conversation_trace.jsonl"),
+            "format": "mooncake_jsonl"}}},
+        "fleets": [{"name": "f", "router": "round_robin", "pools": [{
+            "name": "p", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 2, "tp": 1, "precision": "fp8",
+            "max_batch": 8, "prefix_cache": cache}]}],
+    }
+    assert digest(scenario) == source_engine.digest(scenario)

@@ -88,6 +88,7 @@ def busy_scenario(in_flight: str = "retry", failures: bool = True) -> dict:
     return sc
 
 
+@pytest.mark.slow  # ~3 s: in make test, not the one-minute loop
 def test_failures_draw_from_their_own_stream():
     a = simulate(parse_scenario(busy_scenario())).requests.sort_values("request_id")
     b = simulate(parse_scenario(busy_scenario(failures=False))).requests.sort_values("request_id")
@@ -95,6 +96,7 @@ def test_failures_draw_from_their_own_stream():
     assert np.array_equal(a["prompt_tokens"].to_numpy(), b["prompt_tokens"].to_numpy())
 
 
+@pytest.mark.slow  # ~3 s: in make test, not the one-minute loop
 def test_retried_and_lost_requests_are_counted():
     retried = simulate(parse_scenario(busy_scenario()))
     ops = retried.operations.iloc[0]

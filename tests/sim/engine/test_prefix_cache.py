@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +170,14 @@ def test_fast_and_exact_modes_agree_with_caching(tmp_path, rows, capacity, max_b
     event(f"preempted: {a['preemptions'].sum() > 0}, hits: {a['cached_tokens'].sum() > 0}")
     np.testing.assert_array_equal(a["cached_tokens"].to_numpy(), b["cached_tokens"].to_numpy())
     np.testing.assert_array_equal(a["ssd_cached_tokens"].to_numpy(), b["ssd_cached_tokens"].to_numpy())
+    assert_same_tier_traffic(fast, exact)
+
+
+def assert_same_tier_traffic(fast, exact) -> None:
+    """The pools' blocks moved between tiers in the window (``kv_*_blocks``) are equal."""
+    columns = [c for c in exact.pools.columns if c.startswith("kv_") and c.endswith("_blocks")]
+    assert columns and fast.pools[columns].to_dict("records") == exact.pools[columns].to_dict("records")
+    event(f"tier traffic: {exact.pools[columns].to_numpy().sum() > 0}")
 
 
 def test_block_not_a_multiple_of_the_paging_block_is_refused():
@@ -277,11 +285,14 @@ def test_a_host_hit_pays_its_copy_over_the_host_link(tmp_path):
 
 
 # --- the SSD tier ----------------------------------------------------------------------
-def reference_three_tier(rows: list[dict], hbm: int, host: int, ssd: int) -> tuple[list[int], list[int], list[int]]:
+def reference_three_tier(rows: list[dict], hbm: int, host: int, ssd: int,
+                         moves: Counter | None = None) -> tuple[list[int], list[int], list[int]]:
     """(cached tokens, of them from host memory, from the SSD tier) per request:
     :func:`reference_two_tier` with a third LRU below host memory: a block host memory
     pushes out goes to the SSD tier (its own oldest dropped when full); a hit anywhere
-    promotes the block back to HBM. A tier of 0 blocks is skipped."""
+    promotes the block back to HBM. A tier of 0 blocks is skipped. ``moves`` (when
+    given) counts the blocks: ``demoted_host``, ``demoted_ssd`` (entering the tier),
+    ``dropped`` (out of the last tier), ``promoted_host``, ``promoted_ssd`` (hit there)."""
     tiers = [OrderedDict(), OrderedDict(), OrderedDict()]  # HBM, host, SSD
     caps = [hbm, host, ssd]
     cached, from_host, from_ssd = [], [], []
@@ -295,6 +306,9 @@ def reference_three_tier(rows: list[dict], hbm: int, host: int, ssd: int) -> tup
         cached.append(hit * BLOCK)
         from_host.append(sum(k in tiers[1] for k in keys[:hit]) * BLOCK)
         from_ssd.append(sum(k in tiers[2] for k in keys[:hit]) * BLOCK)
+        if moves is not None:
+            moves["promoted_host"] += from_host[-1] // BLOCK
+            moves["promoted_ssd"] += from_ssd[-1] // BLOCK
         for k in keys:
             for t in tiers:
                 t.pop(k, None)
@@ -304,10 +318,14 @@ def reference_three_tier(rows: list[dict], hbm: int, host: int, ssd: int) -> tup
                 if not caps[level]:
                     continue
                 tiers[level][block] = None
+                if moves is not None:
+                    moves[("", "demoted_host", "demoted_ssd")[level]] += 1
                 if len(tiers[level]) <= caps[level]:
                     block = None
                     break
                 block = tiers[level].popitem(last=False)[0]
+            if block is not None and moves is not None:
+                moves["dropped"] += 1
         for k in reversed(keys):
             tiers[0][k] = None
     return cached, from_host, from_ssd
@@ -331,6 +349,32 @@ def test_one_replica_reproduces_the_three_tier_reference_on_mooncake(hbm, host, 
     np.testing.assert_array_equal(got["ssd_cached_tokens"].to_numpy(), from_ssd)
     assert (sum(from_ssd) > 0) == ssd_hits
     assert sum(reference_two_tier(rows, hbm, host)[0]) <= sum(cached) <= sum(reference_hits(rows, None))
+
+
+MOVES = ("demoted_host", "demoted_ssd", "dropped", "promoted_host", "promoted_ssd")
+
+
+@pytest.mark.parametrize(("hbm", "host", "ssd", "moved"), [
+    (250, 3300, 400, MOVES),  # the reference: 3,827 / 498 / 85 / 29 / 13
+    (250, 0, 400, ("demoted_ssd", "dropped")),
+    (250, 300, 4000, ("demoted_host", "demoted_ssd", "promoted_ssd")),
+])
+def test_blocks_moved_between_tiers_match_the_three_tier_reference_on_mooncake(tmp_path, hbm, host, ssd, moved):
+    """The same first 60 s of the Mooncake trace (replayed from a copy holding only those
+    rows, in a window long enough that every tier change counts): the blocks demoted into
+    host memory and into the SSD tier, dropped past the last tier, and promoted from each
+    are the reference's totals, exactly."""
+    rows = raw_rows(MOONCAKE, 60_000)
+    moves: Counter = Counter()
+    reference_three_tier(rows, hbm, host, ssd, moves)
+    data = one_replica(write_trace(tmp_path, rows), 100_000, hbm)
+    data["fleets"][0]["pools"][0]["prefix_cache"].update(host_blocks=host, ssd_blocks=ssd)
+    run = simulate(parse_scenario(data, "prefix"))
+    assert len(run.requests) == len(rows) and (run.requests["status"] == "completed").all()
+    got = run.pools.iloc[0]
+    for name in MOVES:
+        assert got[f"kv_{name}_blocks"] == moves[name], name
+    assert {name for name in MOVES if moves[name]} == set(moved)  # not vacuous: these happen here
 
 
 def test_an_ssd_hit_pays_its_read(tmp_path):
@@ -533,3 +577,4 @@ def test_fast_and_exact_modes_agree_with_a_shared_tier(tmp_path, rows, capacity,
     event(f"shared hits: {a['shared_cached_tokens'].sum() > 0}")
     np.testing.assert_array_equal(a["cached_tokens"].to_numpy(), b["cached_tokens"].to_numpy())
     np.testing.assert_array_equal(a["shared_cached_tokens"].to_numpy(), b["shared_cached_tokens"].to_numpy())
+    assert_same_tier_traffic(fast, exact)

@@ -28,6 +28,7 @@ def check_planner(df: pd.DataFrame, pue: float = 1.56) -> None:
     assert ((df["chat_slo_attainment"] >= 0) & (df["chat_slo_attainment"] <= 1)).all()
 
 
+@pytest.mark.slow  # ~3 s: in make test, not the one-minute loop
 def test_run_planner_and_export_agree(tmp_path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text(yaml.safe_dump(BASE), encoding="utf-8")

@@ -91,6 +91,7 @@ class StartsAtOnce(SerialExecutor):
         return super().submit(fn, arg)
 
 
+@pytest.mark.slow  # ~3 s: in make test, not the one-minute loop
 def test_the_sweep_runs_its_points_itself_until_workers_are_worth_it(tmp_path, monkeypatch, serial_sweep):
     """A sweep shorter than the workers' start (12 points of ~0.1 s against a start
     taken as 60 s) launches none and runs serially. Forced to launch (WORKER_START_S =
