@@ -5,6 +5,8 @@ tier, every block looked up by its key), driven by the same generated operations
 admissions, prefills, releases in any order (so hits end mid-chain, chains branch, some
 blocks are pinned while others of the same chain are evicted) and trims, with HBM, host,
 SSD tiers and a shared store of small capacities (so blocks move between tiers and leave).
+Compared after every step: hits, promotions per tier, blocks per tier, the shared store's
+order, the block index and the blocks moved between tiers (``traffic``).
 """
 
 from __future__ import annotations
@@ -15,20 +17,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.engine.key_table import BlockIndex
-from sim.engine.prefix_cache import HOST, SHARED, SSD, PrefixCache, SharedStore
+from sim.engine.prefix_cache import HOST, SHARED, SSD, TRAFFIC, PrefixCache, SharedStore
 from traffic.prefix import chain_keys
 
 
 class ReferenceLRU:
     """Per-block LRU: ``refs`` (key -> references, HBM), and per tier an ordered dict of
     unreferenced blocks, least recent first; a block dropped past the last tier goes to
-    the shared store (an ordered dict of at most ``shared_cap``)."""
+    the shared store (an ordered dict of at most ``shared_cap``). ``traffic``: blocks
+    moved, by the names of ``prefix_cache.TRAFFIC``."""
 
     def __init__(self, cap, host, ssd, shared_cap, pages_per_block):
         self.cap, self.caps, self.shared_cap, self.ppb = cap, {HOST: host, SSD: ssd}, shared_cap, pages_per_block
         self.refs: dict = {}
         self.tiers = {0: OrderedDict(), HOST: OrderedDict(), SSD: OrderedDict()}
         self.shared: OrderedDict = OrderedDict()
+        self.traffic = dict.fromkeys(TRAFFIC, 0)
 
     def _ref(self, key) -> int:
         """Reference ``key`` if held: the tier it came from (0: HBM), or -1 if absent."""
@@ -57,6 +61,8 @@ class ReferenceLRU:
                 else:
                     break
             n += 1
+        for t, name in ((HOST, "promoted_host"), (SSD, "promoted_ssd"), (SHARED, "promoted_shared")):
+            self.traffic[name] += moved[t]
         return n, moved
 
     def commit(self, keys, hit, usable):
@@ -83,14 +89,20 @@ class ReferenceLRU:
         for t in (HOST, SSD):
             if self.caps[t]:
                 self.tiers[t][key] = None
+                self.traffic["demoted_host" if t == HOST else "demoted_ssd"] += 1
                 if len(self.tiers[t]) <= self.caps[t]:
                     return
                 key, _ = self.tiers[t].popitem(last=False)
-        if self.shared_cap:
-            self.shared.pop(key, None)
+        if not self.shared_cap:
+            self.traffic["dropped"] += 1
+        elif key in self.shared:
+            self.shared.move_to_end(key)
+        else:
             self.shared[key] = None
+            self.traffic["written_shared"] += 1
             if len(self.shared) > self.shared_cap:
                 self.shared.popitem(last=False)
+                self.traffic["dropped"] += 1
 
     def held(self) -> set:
         return set(self.refs) | set(self.tiers[0]) | set(self.tiers[HOST]) | set(self.tiers[SSD])
@@ -153,6 +165,7 @@ def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data)
         assert len(holders) == len(held)
         if store is not None:
             assert list(store.lru) == list(ref.shared)
+        assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == list(ref.traffic.values())
     probe = data.draw(chains(table))  # a read-only lookup walks the same tree
     want = 0
     while want < len(probe) and probe[want] in ref.held():
