@@ -80,6 +80,7 @@ cdef class ARReplica(TimerDriven):
     @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
     cpdef _cache_trim(self)
     @cython.locals(run=object, now=double, counted=bint, seen='long long[::1]', cache=PrefixCache, i=Py_ssize_t, v=cython.longlong)
+    @cython.locals(cache=PrefixCache, i=Py_ssize_t, v=cython.longlong, counted=bint, now=double)
     cpdef _cache_traffic(self)
     @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t, g=Py_ssize_t)
     cpdef _cache_first(self, Request req, double end)

@@ -600,13 +600,13 @@ class ARReplica(TimerDriven):
         run = self.run
         now = self.env._now
         counted = run.window_start_s <= now < run.window_end_s
-        seen, cache = self._traffic_seen, self.prefix
-        for i in range(len(seen)):
+        cache = self.prefix
+        for i in range(len(TRAFFIC)):  # self._traffic_seen, not a local: a local typed view costs two atomic operations
             v = cache.traffic_blocks(i)
-            if v != seen[i]:
+            if v != self._traffic_seen[i]:
                 if counted:
-                    self.pool.stats.kv_tier_blocks[i] += v - seen[i]
-                seen[i] = v
+                    self.pool.stats.kv_tier_blocks[i] += v - self._traffic_seen[i]
+                self._traffic_seen[i] = v
 
     def _cache_first(self, req: Request, end: float) -> None:
         """Record the first prefill's cached tokens and the prefill FLOP they saved (the
