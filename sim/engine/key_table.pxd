@@ -15,9 +15,11 @@ cdef class KeyTable:
     @cython.locals(i=Py_ssize_t)
     cpdef long long get(self, long long key, long long missing)
     @cython.locals(i=Py_ssize_t)
+    cdef Py_ssize_t _entry(self, long long key) except -1
     cpdef put(self, long long key, long long value)
-    @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
     cpdef erase(self, long long key)
+    @cython.locals(mask=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
+    cdef _erase_at(self, Py_ssize_t i)
     @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t)
     cdef _rehash(self, Py_ssize_t buckets)
 
@@ -26,8 +28,8 @@ cdef class KeyTable:
 cdef class BlockIndex:
     cdef public KeyTable masks
     cdef public dict wide
-    @cython.locals(bit=cython.longlong)
+    @cython.locals(bit=cython.longlong, i=Py_ssize_t)
     cpdef add(self, long long key, Py_ssize_t position)
-    @cython.locals(bit=cython.longlong, rest=cython.longlong, wide_rest=object)
+    @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, wide_rest=object)
     cpdef remove(self, long long key, Py_ssize_t position)
     cpdef object get(self, long long key)

@@ -51,22 +51,30 @@ class KeyTable:
         i = self._at(key)
         return self.table[2 * i + 1] if self.table[2 * i] == key else missing
 
-    def put(self, key: int, value: int) -> None:
-        """Map ``key`` to ``value`` (added, or replacing its value)."""
+    def _entry(self, key: int) -> int:
+        """The entry of ``key``, added with value 0 if absent."""
         i = self._at(key)
         if self.table[2 * i] == _EMPTY:
             if 2 * (self.tused + 1) > self.tmask + 1:
                 self._rehash(2 * (self.tmask + 1))
                 i = self._at(key)
             self.table[2 * i] = key
+            self.table[2 * i + 1] = 0
             self.tused += 1
-        self.table[2 * i + 1] = value
+        return i
+
+    def put(self, key: int, value: int) -> None:
+        """Map ``key`` to ``value`` (added, or replacing its value)."""
+        self.table[2 * self._entry(key) + 1] = value
 
     def erase(self, key: int) -> None:
-        """Unmap ``key`` (present): the entries behind it in its probe run move back to keep
-        every key reachable from its home."""
+        """Unmap ``key`` (present)."""
+        self._erase_at(self._at(key))
+
+    def _erase_at(self, i: int) -> None:
+        """Free entry ``i`` (in use): the entries behind it in its probe run move back to
+        keep every key reachable from its home."""
         mask = self.tmask
-        i = self._at(key)
         j = i
         while True:
             j = (j + 1) & mask
@@ -118,7 +126,8 @@ class BlockIndex:
         if self.masks is not None:
             bit = 1
             bit <<= position  # an int64 shift when compiled
-            self.masks.put(key, self.masks.get(key, 0) | bit)
+            i = self.masks._entry(key)  # one probe: the table's entry is updated in place
+            self.masks.table[2 * i + 1] |= bit
         else:
             self.wide[key] = self.wide.get(key, 0) | (_ONE << position)
 
@@ -127,11 +136,12 @@ class BlockIndex:
         if self.masks is not None:
             bit = 1
             bit <<= position
-            rest = self.masks.get(key, 0) & ~bit
+            i = self.masks._at(key)
+            rest = self.masks.table[2 * i + 1] & ~bit
             if rest:
-                self.masks.put(key, rest)
+                self.masks.table[2 * i + 1] = rest
             else:
-                self.masks.erase(key)
+                self.masks._erase_at(i)
         else:
             wide_rest = self.wide[key] & ~(_ONE << position)
             if wide_rest:
