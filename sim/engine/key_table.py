@@ -65,7 +65,8 @@ class KeyTable:
 
     def put(self, key: int, value: int) -> None:
         """Map ``key`` to ``value`` (added, or replacing its value)."""
-        self.table[2 * self._entry(key) + 1] = value
+        i = self._entry(key)  # first: it may rehash, replacing self.table
+        self.table[2 * i + 1] = value
 
     def erase(self, key: int) -> None:
         """Unmap ``key`` (present)."""

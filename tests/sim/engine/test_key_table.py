@@ -14,9 +14,12 @@ KEYS = st.one_of(st.integers(0, 40), st.integers(0, 2**31).map(lambda k: (k << 3
 
 
 @settings(max_examples=150)
-@given(ops=st.lists(st.tuples(st.sampled_from(["put", "erase"]), KEYS, st.integers(-5, 2**40)), max_size=400))
-def test_key_table_is_a_dict(ops):
+@given(bulk=st.integers(0, 300), ops=st.lists(st.tuples(st.sampled_from(["put", "erase"]), KEYS, st.integers(-5, 2**40)),
+                                                max_size=400))
+def test_key_table_is_a_dict(bulk, ops):
     table, want = KeyTable(), {}
+    for key in range(1000, 1000 + bulk):  # past 64 keys the table rehashes (128 buckets at most half full)
+        ops.insert(len(ops) // 2, ("put", key, key))
     for op, key, value in ops:
         if op == "put":
             table.put(key, value)
@@ -27,7 +30,7 @@ def test_key_table_is_a_dict(ops):
         assert len(table) == len(want)
     for key, value in want.items():
         assert table.get(key, -7) == value
-    for key in range(41):
+    for key in [*range(41), *range(1000, 1301)]:
         assert table.get(key, -7) == want.get(key, -7)
 
 
