@@ -1,57 +1,52 @@
 # C types for prefix_cache.py when compiled (see setup.py); the logic is in prefix_cache.py.
 cimport cython
+from sim.engine.key_table cimport BlockIndex, KeyTable
 
 cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _TRAFFIC, _DROPPED, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
-cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
+cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
 
 
 @cython.final
 cdef class PrefixCache:
-    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, tmask, tshift, tused
-    cdef public object capacity_blocks, bit, nbit, holders, shared
-    cdef long long[::1] table, skey, tier_cap, count, moved, traffic
+    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, position
+    cdef public object capacity_blocks, shared
+    cdef public KeyTable heads
+    cdef public BlockIndex holders
+    cdef public Py_ssize_t last
+    cdef long long[::1] skey, tier_cap, count, moved, traffic
     cdef int[::1] st
-    cdef object _zero
     @cython.locals(i=Py_ssize_t)
-    cpdef index_into(self, dict holders, object position)  # a Python int: the bit can pass bit 63
-    cdef inline Py_ssize_t _home(self, long long key)
-    @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
-    cpdef Py_ssize_t find(self, long long key)
-    @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t)
-    cdef _put(self, long long key, long long slot)
-    @cython.locals(table='long long[::1]', mask=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
-    cdef _erase(self, long long key)
-    @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t)
-    cdef _rehash(self, Py_ssize_t buckets)
+    cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
     @cython.locals(old=Py_ssize_t, size=Py_ssize_t, i=Py_ssize_t, st='int[::1]', skey='long long[::1]')
     cdef _grow(self)
-    @cython.locals(st='int[::1]', p=int, n=int)
+    @cython.locals(p=int, n=int)
     cdef inline void _unlink(self, Py_ssize_t s)
-    @cython.locals(st='int[::1]', last=int)
+    @cython.locals(last=int)
     cdef inline void _push_back(self, Py_ssize_t t, Py_ssize_t s)
-    @cython.locals(s=Py_ssize_t, st='int[::1]')
-    cdef Py_ssize_t _new_slot(self, key) except -1
-    @cython.locals(key=cython.longlong)
+    @cython.locals(d=Py_ssize_t)
+    cdef Py_ssize_t _child(self, Py_ssize_t p, long long key)
+    @cython.locals(s=Py_ssize_t)
+    cdef Py_ssize_t _new_slot(self, key, Py_ssize_t p) except -1
+    @cython.locals(key=cython.longlong, p=Py_ssize_t)
     cdef _drop(self, Py_ssize_t s)
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
-    @cython.locals(n=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, p=Py_ssize_t)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
-    cpdef new_slots(self, Py_ssize_t usable)
-    @cython.locals(st='int[::1]', t=Py_ssize_t)
+    @cython.locals(t=Py_ssize_t)
     cdef inline void _take(self, Py_ssize_t s, bint count_moved)
-    @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, key=cython.longlong)
-    cpdef Py_ssize_t acquire(self, tuple keys, int[::1] slots, Py_ssize_t usable)
+    @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
+    cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     cpdef long long traffic_blocks(self, Py_ssize_t i)
-    @cython.locals(tier_cap='long long[::1]', count='long long[::1]', traffic='long long[::1]', cap=cython.longlong, put=Py_ssize_t)
+    @cython.locals(cap=cython.longlong, put=Py_ssize_t)
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)
     cdef _evict_oldest(self)
-    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, cap=Py_ssize_t)
-    cpdef commit(self, tuple keys, int[::1] slots, Py_ssize_t hit, Py_ssize_t usable)
-    @cython.locals(st='int[::1]', i=Py_ssize_t, s=Py_ssize_t)
-    cpdef release(self, int[::1] slots, Py_ssize_t held)
+    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, p=Py_ssize_t, cap=Py_ssize_t)
+    cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
+    @cython.locals(i=Py_ssize_t, s=Py_ssize_t)
+    cpdef release(self, Py_ssize_t last, Py_ssize_t held)
     @cython.locals(keep=Py_ssize_t)
     cpdef trim_pages(self, Py_ssize_t free_pages)
     cpdef Py_ssize_t tier_blocks(self, Py_ssize_t t)

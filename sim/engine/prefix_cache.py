@@ -48,6 +48,8 @@ from __future__ import annotations
 
 from array import array
 
+from sim.engine.key_table import BlockIndex, KeyTable
+
 HOST, SSD = 1, 2
 """The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
 SHARED = 3
@@ -68,31 +70,46 @@ _PROMOTED = 3  # TRAFFIC[_PROMOTED + t]: promoted from tier t (HOST, SSD, SHARED
 _LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
 _MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
 _SHARED = 3  # SHARED, a C constant when compiled
-_W = 4  # a slot's fields in ``st``: references, tier, previous and next slot in its list
-_REF, _TIER, _PREV, _NEXT = 0, 1, 2, 3
-_EMPTY = -1  # a free entry of the key table
-_LOW31, _LOW32, _GOLDEN = 0x7FFFFFFF, 0xFFFFFFFF, 2654435761  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)
+_W = 8  # a slot's fields in ``st`` (class docstring)
+_REF, _TIER, _PREV, _NEXT, _UP, _DOWN, _KIDS, _HEAD = 0, 1, 2, 3, 4, 5, 6, 7
+_FREE = -1  # a free slot's tier
 
 
 class PrefixCache:
     """The cached blocks of one replica (module docstring).
 
-    Every block held has a slot. Its key maps to the slot in an open-addressing table
-    (``table``: pairs of int64 (key, slot), linear probing, at most half full; a key's
-    first probe is a multiplicative hash of it; deletion shifts the entries behind back,
-    so no tombstones), and ``st`` holds per slot, in ``_W`` consecutive C ints, its
+    Every block held has a slot; ``st`` holds per slot, in ``_W`` consecutive C ints, its
     references (running requests holding it; only an HBM block is referenced), its tier
-    (0 HBM, :data:`HOST`, :data:`SSD`) and its links in the least-recently-used list of
-    its tier (doubly linked, circular through the sentinel slots 0..2: slot t heads list
-    t; list 0 holds the evictable HBM blocks); ``skey`` its key. So a lookup is about one
-    probe of one cache line, and a touch, an eviction or a demotion a few C integer moves,
-    with no Python object per block (a dict of this size per replica cost two cache
-    misses per probe and a reallocation of its table every few thousand insertions).
-    Free slots are chained through their next link.
+    (0 HBM, :data:`HOST`, :data:`SSD`; ``_FREE`` for a free slot), its links in the
+    least-recently-used list of its tier (doubly linked, circular through the sentinel
+    slots 0..2: slot t heads list t; list 0 holds the evictable HBM blocks), and its
+    place in the chains: its parent (the slot of the block before it in its chain, -1
+    for a chain's first block), its chain child (one child found through it, -1: none),
+    how many of its children are held, and whether it is a head; ``skey`` its key.
+    A request's blocks are a path, so it keeps only the slot of its last one (released
+    up the parent links).
 
-    With ``holders`` (a pool's ``{key: bitmask of its replicas holding the block}``, for the
+    The blocks form a tree, as SGLang's radix tree does: a request's blocks are a path
+    from a root, and a chain child is reached from its parent's slot without a lookup.
+    The first child a block gets is its chain child; the others (branches) and the roots
+    are heads, whose keys map to their slots in ``heads`` (a
+    :class:`sim.engine.key_table.KeyTable`). So the blocks a prefill computes join the cache as a path of chain
+    children with no table probe (a new block has no children, so its successor cannot
+    be held), and a lookup walks chain children, probing the table only where a block
+    has branches. Free slots are chained through their next link. No Python object per
+    block (a dict of this size per replica cost two cache misses per probe and a
+    reallocation of its table every few thousand insertions).
+
+    A block never leaves before its children (so a held block's parent is held): a
+    request holds a prefix of its chain and releases it deepest block first, so a child
+    is never more recent than its parent, and blocks leave the replica least recent
+    first from the last tier, each tier passing its least recent block on to the next
+    (the order of recency runs unbroken through the tiers, the referenced blocks on top).
+    :meth:`_drop` checks it.
+
+    With ``holders`` (its pool's :class:`sim.engine.key_table.BlockIndex`, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
-    leaves this replica (in any tier) sets or clears the replica's ``bit`` there.
+    leaves this replica (in any tier) sets or clears the replica's bit (``position``) there.
 
     Args:
         block_tokens: tokens per cached block (the hashes' block size).
@@ -104,9 +121,9 @@ class PrefixCache:
         shared: the pool's :class:`SharedStore`, below the last local tier; None: none.
     """
 
-    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "table", "tmask", "tshift", "tused", "skey",
-                 "st", "tier_cap", "count", "moved", "traffic", "n_refd", "evictable", "free", "size", "holders", "bit",
-                 "nbit", "_zero", "shared")
+    __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
+                 "st", "tier_cap", "count", "moved", "traffic", "n_refd", "evictable", "free", "size", "holders",
+                 "position", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
@@ -121,94 +138,26 @@ class PrefixCache:
         self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
+        self.last = -1  # the slot of the last block the last acquire referenced (-1: none)
         self.free = -1  # first free slot (-1: none)
         self.size = 0
         self.skey = array("q")
         self.st = array("i")
-        self._zero = array("i", [0])
         self._grow()
         for t in range(_LISTS):  # the sentinels: empty circular lists
             self.st[_W * t + _PREV] = self.st[_W * t + _NEXT] = t
-        self.tused = 0
-        self.tmask = 127
-        self.tshift = 32 - 7
-        self.table = array("q", [_EMPTY]) * (2 * 128)
+        self.heads = KeyTable()
         self.holders = None
-        self.bit = 0
-        self.nbit = -1
+        self.position = -1
 
-    def index_into(self, holders: dict, position: int) -> None:
-        """Report this replica's blocks in ``holders`` as bit ``position`` (class docstring),
+    def index_into(self, holders: BlockIndex, position: int) -> None:
+        """Report this replica's blocks in ``holders`` as replica ``position`` (class docstring),
         those held now included."""
         self.holders = holders
-        self.bit = 1 << position
-        self.nbit = ~self.bit
-        for i in range(self.tmask + 1):
-            key = self.table[2 * i]
-            if key != _EMPTY:
-                holders[key] = holders.get(key, 0) | self.bit
-
-    # --- the key table -----------------------------------------------------------------
-    def _home(self, key: int) -> int:
-        """A key's first probe: the top bits of the low 32 bits of its low 31 bits times
-        2**32 / φ (Knuth's multiplicative hash; below 2**63, so C and Python agree)."""
-        return (((key & _LOW31) * _GOLDEN) & _LOW32) >> self.tshift
-
-    def find(self, key: int) -> int:
-        """The slot of ``key``; -1 if not held."""
-        table, mask = self.table, self.tmask
-        i = self._home(key)
-        while True:
-            k = table[2 * i]
-            if k == key:
-                return table[2 * i + 1]
-            if k == _EMPTY:
-                return -1
-            i = (i + 1) & mask
-
-    def _put(self, key: int, slot: int) -> None:
-        """Map ``key`` (not held) to ``slot``."""
-        if 2 * (self.tused + 1) > self.tmask + 1:
-            self._rehash(2 * (self.tmask + 1))
-        table, mask = self.table, self.tmask
-        i = self._home(key)
-        while table[2 * i] != _EMPTY:
-            i = (i + 1) & mask
-        table[2 * i] = key
-        table[2 * i + 1] = slot
-        self.tused += 1
-
-    def _erase(self, key: int) -> None:
-        """Unmap ``key`` (held): the entries behind it in its probe run move back to keep
-        every key reachable from its home."""
-        table, mask = self.table, self.tmask
-        i = self._home(key)
-        while table[2 * i] != key:
-            i = (i + 1) & mask
-        j = i
-        while True:
-            j = (j + 1) & mask
-            k = table[2 * j]
-            if k == _EMPTY:
-                break
-            h = self._home(k)
-            if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
-                continue  # its home lies between the hole and it: it stays
-            table[2 * i] = k
-            table[2 * i + 1] = table[2 * j + 1]
-            i = j
-        table[2 * i] = _EMPTY
-        self.tused -= 1
-
-    def _rehash(self, buckets: int) -> None:
-        old, n = self.table, self.tmask + 1
-        self.table = array("q", [_EMPTY]) * (2 * buckets)
-        self.tmask = buckets - 1
-        self.tshift = 32 - (buckets.bit_length() - 1)
-        self.tused = 0
-        for i in range(n):
-            if old[2 * i] != _EMPTY:
-                self._put(old[2 * i], old[2 * i + 1])
+        self.position = position
+        for i in range(_LISTS, self.size):
+            if self.st[_W * i + _TIER] != _FREE:
+                holders.add(self.skey[i], position)
 
     # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
@@ -222,55 +171,85 @@ class PrefixCache:
             st[i] = self.st[i]
         for i in range(old):
             skey[i] = self.skey[i]
-        for i in range(old, size - 1):
+        for i in range(old, size):
             st[_W * i + _NEXT] = i + 1
+            st[_W * i + _TIER] = _FREE
         st[_W * (size - 1) + _NEXT] = self.free
         self.free = old if old >= _LISTS else _LISTS  # slots below _LISTS are the sentinels
         self.st, self.skey = st, skey
         self.size = size
 
     def _unlink(self, s: int) -> None:
-        st = self.st
-        p, n = st[_W * s + _PREV], st[_W * s + _NEXT]
-        st[_W * p + _NEXT] = n
-        st[_W * n + _PREV] = p
+        p, n = self.st[_W * s + _PREV], self.st[_W * s + _NEXT]
+        self.st[_W * p + _NEXT] = n
+        self.st[_W * n + _PREV] = p
 
     def _push_back(self, t: int, s: int) -> None:
         """``s`` becomes the most recent block of list ``t``."""
-        st = self.st
-        last = st[_W * t + _PREV]
-        st[_W * last + _NEXT] = s
-        st[_W * s + _PREV] = last
-        st[_W * s + _NEXT] = t
-        st[_W * t + _PREV] = s
+        last = self.st[_W * t + _PREV]
+        self.st[_W * last + _NEXT] = s
+        self.st[_W * s + _PREV] = last
+        self.st[_W * s + _NEXT] = t
+        self.st[_W * t + _PREV] = s
 
-    def _new_slot(self, key: int) -> int:
-        """A slot for ``key``, referenced once in HBM."""
+    def _child(self, p: int, key: int) -> int:
+        """The slot of ``key``, whose parent in its chain is held in slot ``p`` (-1: ``key``
+        is a chain's first block); -1 if not held."""
+        if p >= 0:
+            d = self.st[_W * p + _DOWN]
+            if d >= 0:
+                if self.skey[d] == key:
+                    return d
+                if self.st[_W * p + _KIDS] == 1:
+                    return -1  # its one child is another block
+            elif not self.st[_W * p + _KIDS]:
+                return -1  # no child held (always so for a block just added)
+        return self.heads.get(key, -1)  # a root, or a branch
+
+    def _new_slot(self, key: int, p: int) -> int:
+        """A slot for ``key`` (not held), referenced once in HBM, the child of slot ``p``
+        (-1: a chain's first block)."""
         if self.free < 0:
             self._grow()
         s = self.free
-        st = self.st
-        self.free = st[_W * s + _NEXT]
-        st[_W * s + _REF] = 1
-        st[_W * s + _TIER] = 0
+        self.free = self.st[_W * s + _NEXT]
+        self.st[_W * s + _REF] = 1
+        self.st[_W * s + _TIER] = 0
+        self.st[_W * s + _UP] = p
+        self.st[_W * s + _DOWN] = -1
+        self.st[_W * s + _KIDS] = 0
         self.skey[s] = key
-        self._put(key, s)
-        holders = self.holders
-        if holders is not None:
-            holders[key] = holders.get(key, 0) | self.bit
+        self.n_refd += 1
+        if p >= 0:
+            self.st[_W * p + _KIDS] += 1
+            if self.st[_W * p + _DOWN] < 0:
+                self.st[_W * p + _DOWN] = s
+                self.st[_W * s + _HEAD] = 0
+            else:
+                self.st[_W * s + _HEAD] = 1
+                self.heads.put(key, s)
+        else:
+            self.st[_W * s + _HEAD] = 1
+            self.heads.put(key, s)
+        if self.holders is not None:
+            self.holders.add(key, self.position)
         return s
 
     def _drop(self, s: int) -> None:
         """Forget slot ``s`` (unlinked): its block leaves the replica."""
         key = self.skey[s]
-        self._erase(key)
-        holders = self.holders
-        if holders is not None:
-            rest = holders[key] & self.nbit
-            if rest:
-                holders[key] = rest
-            else:
-                del holders[key]
+        if self.st[_W * s + _KIDS]:
+            raise RuntimeError(f"prefix cache: block {key} dropped before its children (class docstring)")
+        p = self.st[_W * s + _UP]
+        if self.st[_W * s + _HEAD]:
+            self.heads.erase(key)
+        else:
+            self.st[_W * p + _DOWN] = -1
+        if p >= 0:
+            self.st[_W * p + _KIDS] -= 1
+        if self.holders is not None:
+            self.holders.remove(key, self.position)
+        self.st[_W * s + _TIER] = _FREE
         self.st[_W * s + _NEXT] = self.free
         self.free = s
 
@@ -286,58 +265,59 @@ class PrefixCache:
 
     def hit_blocks(self, keys: tuple, usable: int, start: int = 0) -> int:
         """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
-        the first ``start`` known to be."""
-        n = start
-        while n < usable and self.find(keys[n]) >= 0:
+        the first ``start`` known to be (walked all the same: a block's slot is found
+        through its parent's)."""
+        n = 0
+        p = -1
+        while n < usable:
+            p = self._child(p, keys[n])
+            if p < 0:
+                break
             n += 1
         return n
-
-    def new_slots(self, usable: int):
-        """A zeroed ``array("i")`` of ``usable`` entries: a request's slots (:meth:`acquire`)."""
-        return self._zero * usable
 
     def _take(self, s: int, count_moved: bool) -> None:
         """Reference slot ``s``: an unreferenced block leaves its list (a lower tier's is
         promoted to HBM, counted in ``moved`` when ``count_moved``)."""
-        st = self.st
-        if st[_W * s + _REF]:
-            st[_W * s + _REF] += 1
+        if self.st[_W * s + _REF]:
+            self.st[_W * s + _REF] += 1
             return
         self._unlink(s)
-        t = st[_W * s + _TIER]
+        t = self.st[_W * s + _TIER]
         if t:
             self.count[t] -= 1
             if count_moved:
                 self.moved[t] += 1
-            st[_W * s + _TIER] = 0
+            self.st[_W * s + _TIER] = 0
         else:
             self.evictable -= 1
-        st[_W * s + _REF] = 1
+        self.st[_W * s + _REF] = 1
         self.n_refd += 1
 
-    def acquire(self, keys: tuple, slots, usable: int) -> int:
+    def acquire(self, keys: tuple, usable: int) -> int:
         """A request was admitted: reference the longest run of ``keys[:usable]`` present
-        (its hit, returned), their slots written to ``slots[:hit]``. Blocks found in a
+        (its hit, returned; the slot of its last block in ``last``). Blocks found in a
         lower tier are promoted to HBM; ``moved[t]``: how many from tier t. A key this
         replica lacks but the pool's shared store holds is copied in from there, referenced
         in HBM (``moved[SHARED]``)."""
         for t in range(1, _MOVED):
             self.moved[t] = 0
         n = 0
+        p = -1
         shared = self.shared
         while n < usable:
             key = keys[n]
-            s = self.find(key)
+            s = self._child(p, key)
             if s >= 0:
                 self._take(s, True)
             elif shared is not None and shared.touch(key):
-                s = self._new_slot(key)
-                self.n_refd += 1
+                s = self._new_slot(key, p)
                 self.moved[_SHARED] += 1
             else:
                 break
-            slots[n] = s
+            p = s
             n += 1
+        self.last = p
         for t in range(1, _MOVED):
             self.traffic[_PROMOTED + t] += self.moved[t]
         return n
@@ -356,28 +336,27 @@ class PrefixCache:
         that exists, as its most recent block; a tier over its capacity passes its least
         recent block on the same way; past the last tier a block is dropped (put in the
         pool's shared store when there is one). Each move is counted in ``traffic``."""
-        tier_cap, count, traffic = self.tier_cap, self.count, self.traffic
         while t < _LISTS:
-            cap = tier_cap[t]
+            cap = self.tier_cap[t]
             if cap > 0:
                 self.st[_W * s + _TIER] = t
                 self._push_back(t, s)
-                count[t] += 1
-                traffic[t - 1] += 1
-                if count[t] <= cap:
+                self.count[t] += 1
+                self.traffic[t - 1] += 1
+                if self.count[t] <= cap:
                     return
                 s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
                 self._unlink(s)
-                count[t] -= 1
+                self.count[t] -= 1
             t += 1
         if self.shared is not None:
             put = self.shared.put(self.skey[s])
             if put:
-                traffic[_SHARED - 1] += 1
+                self.traffic[_SHARED - 1] += 1
             if put == 2:
-                traffic[_DROPPED] += 1
+                self.traffic[_DROPPED] += 1
         else:
-            traffic[_DROPPED] += 1
+            self.traffic[_DROPPED] += 1
         self._drop(s)
 
     def _evict_oldest(self) -> None:
@@ -387,37 +366,39 @@ class PrefixCache:
         self.evictable -= 1
         self._demote(s, HOST)
 
-    def commit(self, keys: tuple, slots, hit: int, usable: int) -> None:
+    def commit(self, keys: tuple, last: int, hit: int, usable: int) -> int:
         """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
         cache, referenced (a block another request computed meanwhile is shared; one in a
-        lower tier is replaced by the HBM copy), their slots written to ``slots``; then
-        evict down to the capacity."""
+        lower tier is replaced by the HBM copy) below ``last``, the slot of its block
+        ``hit - 1`` (-1 if ``hit`` is 0); then evict down to the capacity. Returns the slot
+        of its block ``usable - 1`` (``last`` if none joined)."""
+        p = last
         for i in range(hit, usable):
             key = keys[i]
-            s = self.find(key)
+            s = self._child(p, key)
             if s < 0:
-                s = self._new_slot(key)
-                self.n_refd += 1
+                s = self._new_slot(key, p)
             else:
                 self._take(s, False)
-            slots[i] = s
+            p = s
         cap = self.cap
         if cap >= 0:
             while self.evictable and self.n_refd + self.evictable > cap:
                 self._evict_oldest()
+        return p
 
-    def release(self, slots, held: int) -> None:
-        """The request left the replica: drop its references to the blocks of
-        ``slots[:held]``, last block first; unreferenced blocks become the most recently
-        used evictable ones."""
-        st = self.st
-        for i in range(held - 1, -1, -1):
-            s = slots[i]
-            st[_W * s + _REF] -= 1
-            if not st[_W * s + _REF]:
+    def release(self, last: int, held: int) -> None:
+        """The request left the replica: drop its references to its ``held`` blocks, the
+        last in slot ``last``, last block first (up the parent links); unreferenced blocks
+        become the most recently used evictable ones."""
+        s = last
+        for i in range(held):
+            self.st[_W * s + _REF] -= 1
+            if not self.st[_W * s + _REF]:
                 self.n_refd -= 1
                 self.evictable += 1
                 self._push_back(0, s)
+            s = self.st[_W * s + _UP]
 
     def trim_pages(self, free_pages: int) -> None:
         """Evict least recently used blocks until the evictable ones fit in

@@ -17,6 +17,7 @@ cdef class ARReplica(TimerDriven):
     cdef public CompletionHeap heap
     cdef long long[:] residues
     cdef public DecodeLine _seg_line
+    cdef public double linear_flops_per_token, prefill_attn_flops_per_pair, prefill_window_attn_flops_per_token
     cdef public double host_bytes_per_s, ssd_bytes_per_s, ssd_latency_s, shared_bytes_per_s, shared_latency_s
     cdef public double _anchor, _decode_from, _end_at, _start, acc, _mix_t, _mix_flops, _mix_bytes, _mix_hbm, _wake
     cdef public Py_ssize_t _blocks_counter, _blocks_version, _next_done, _stale, _in_j0, _in_n, _mix_tokens
@@ -79,9 +80,11 @@ cdef class ARReplica(TimerDriven):
     @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
     cpdef _cache_trim(self)
     @cython.locals(run=object, now=double, counted=bint, seen='long long[::1]', cache=PrefixCache, i=Py_ssize_t, v=cython.longlong)
+    @cython.locals(cache=PrefixCache, i=Py_ssize_t, v=cython.longlong, counted=bint, now=double)
     cpdef _cache_traffic(self)
     @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t, g=Py_ssize_t)
     cpdef _cache_first(self, Request req, double end)
+    cdef inline double _prefill_flops(self, double new_tokens, double new_tokens_sq)
     cpdef _cut(self)
     cpdef _cut_at(self, double at)
     @cython.locals(elapsed=double, j=Py_ssize_t, k=Py_ssize_t)

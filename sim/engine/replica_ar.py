@@ -134,7 +134,8 @@ class ARReplica(TimerDriven):
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
         "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s",
-        "shared_bytes_per_s", "shared_latency_s", "_traffic_seen",
+        "shared_bytes_per_s", "shared_latency_s", "_traffic_seen", "linear_flops_per_token", "prefill_attn_flops_per_pair",
+        "prefill_window_attn_flops_per_token",
         "chunk", "_pending", "_pending_w"
     )
 
@@ -144,6 +145,10 @@ class ARReplica(TimerDriven):
         self.pool = pool
         self.index = index
         self.perf = pool.perf
+        # the perf model's prefill FLOP coefficients, read once for _prefill_flops (a prefix cache's FLOP saved)
+        self.linear_flops_per_token = getattr(self.perf, "linear_flops_per_token", 0.0)
+        self.prefill_attn_flops_per_pair = getattr(self.perf, "prefill_attn_flops_per_pair", 0.0)
+        self.prefill_window_attn_flops_per_token = getattr(self.perf, "prefill_window_attn_flops_per_token", 0.0)
         cfg = pool.config
         self.max_batch = cfg.max_batch
         self.max_prefill_tokens = cfg.max_prefill_tokens
@@ -339,9 +344,9 @@ class ARReplica(TimerDriven):
 
     def _remove_running(self, req: Request) -> None:
         if req.cache_held:
-            self.prefix.release(req.cache_slots, req.cache_held)
+            self.prefix.release(req.cache_last, req.cache_held)
             req.cache_held = 0
-            req.cache_slots = None
+            req.cache_last = -1
         w = req.branches
         self.sum_offsets -= w * req.kv_offset
         self.residues[req.kv_offset % self.block] -= w
@@ -548,8 +553,8 @@ class ARReplica(TimerDriven):
         if keys:
             usable = self.prefix.usable(keys, req.prompt_tokens)
             if usable:
-                req.cache_slots = slots = self.prefix.new_slots(usable)
-                hit = self.prefix.acquire(keys, slots, usable)
+                hit = self.prefix.acquire(keys, usable)
+                req.cache_last = self.prefix.last
                 self._cache_traffic()
             req.cache_host = self.prefix.moved_from(HOST) if hit else 0
             req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
@@ -583,9 +588,16 @@ class ARReplica(TimerDriven):
         if not keys:
             return
         usable = self.prefix.usable(keys, req.prompt_tokens)
-        self.prefix.commit(keys, req.cache_slots, req.cache_hit, usable)  # usable 0: no slots, the capacity kept
+        req.cache_last = self.prefix.commit(keys, req.cache_last, req.cache_hit, usable)  # usable 0: the capacity kept
         self._cache_traffic()
         req.cache_held = usable
+
+    def _prefill_flops(self, new_tokens: float, new_tokens_sq: float) -> float:
+        """:meth:`sim.models.perf.PerfModel.prefill_flops` of this replica's perf model, the
+        same operations in the same order on its coefficients read once (a Python method
+        call per request cost more than the rest of :meth:`_cache_first`)."""
+        return self.linear_flops_per_token * new_tokens + (0.5 * self.prefill_attn_flops_per_pair * new_tokens_sq
+                                                           + self.prefill_window_attn_flops_per_token * new_tokens)
 
     def _cache_traffic(self) -> None:
         """After a change of the cache (now): the blocks it moved between tiers (its
@@ -596,13 +608,13 @@ class ARReplica(TimerDriven):
         run = self.run
         now = self.env._now
         counted = run.window_start_s <= now < run.window_end_s
-        seen, cache = self._traffic_seen, self.prefix
-        for i in range(len(seen)):
+        cache = self.prefix
+        for i in range(len(TRAFFIC)):  # self._traffic_seen, not a local: a local typed view costs two atomic operations
             v = cache.traffic_blocks(i)
-            if v != seen[i]:
+            if v != self._traffic_seen[i]:
                 if counted:
-                    self.pool.stats.kv_tier_blocks[i] += v - seen[i]
-                seen[i] = v
+                    self.pool.stats.kv_tier_blocks[i] += v - self._traffic_seen[i]
+                self._traffic_seen[i] = v
 
     def _cache_first(self, req: Request, end: float) -> None:
         """Record the first prefill's cached tokens and the prefill FLOP they saved (the
@@ -610,13 +622,12 @@ class ARReplica(TimerDriven):
         c = req.cache_hit * self.cache_block
         n = req.prompt_tokens
         m = n - c
-        perf = self.perf
         req.cached_tokens = c
         req.host_cached_tokens = h = req.cache_host * self.cache_block
         req.ssd_cached_tokens = d = req.cache_ssd * self.cache_block
         req.shared_cached_tokens = g = req.cache_shared * self.cache_block
-        req.prefill_flops_saved = saved = (perf.prefill_flops(n, float(n) * n)
-                                           - perf.prefill_flops(m, float(m) * m + 2.0 * m * c))
+        req.prefill_flops_saved = saved = (self._prefill_flops(n, float(n) * n)
+                                           - self._prefill_flops(m, float(m) * m + 2.0 * m * c))
         run = self.run
         if run.window_start_s <= end < run.window_end_s:  # the prefill's end (fast mode reaches it later)
             stats = self.pool.stats

@@ -15,8 +15,8 @@ cdef class Request:
     cdef public Py_ssize_t variant, adapter, lora
     cdef public Py_ssize_t spec_done, kv_remote, kv_src_pool, kv_src_replica, decode_pool
     cdef public double prefill_at_s, kv_ready_at_s, kv_done_at_s, decode_queue_s, kv_transfer_bytes, kv_transfer_s
-    cdef public object prefix, cache_slots
-    cdef public Py_ssize_t cache_hit, cache_held, cached_tokens, cache_host, host_cached_tokens, cache_ssd, ssd_cached_tokens, cache_shared, shared_cached_tokens
+    cdef public object prefix
+    cdef public Py_ssize_t cache_last, cache_hit, cache_held, cached_tokens, cache_host, host_cached_tokens, cache_ssd, ssd_cached_tokens, cache_shared, shared_cached_tokens
     cdef public double prefill_flops_saved
 
 

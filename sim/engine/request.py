@@ -52,7 +52,7 @@ class Request:
         "pool_shares", "variant", "adapter", "lora", "spec_done", "kv_remote", "kv_src_pool", "kv_src_replica",
         "decode_pool", "prefill_at_s", "kv_ready_at_s", "kv_done_at_s", "decode_queue_s", "kv_transfer_bytes",
         "kv_transfer_s", "prefix", "cache_hit", "cache_held", "cached_tokens", "prefill_flops_saved", "cache_host",
-        "host_cached_tokens", "cache_slots", "cache_ssd", "ssd_cached_tokens", "cache_shared",
+        "host_cached_tokens", "cache_last", "cache_ssd", "ssd_cached_tokens", "cache_shared",
         "shared_cached_tokens",
     )
 
@@ -136,7 +136,7 @@ class Request:
         self.ssd_cached_tokens = 0  # of the first prefill's cached tokens, those that came from the SSD tier
         self.cache_shared = 0  # of the blocks hit at the current admission, those copied from the pool's shared store
         self.shared_cached_tokens = 0  # of the first prefill's cached tokens, those from the pool's shared store
-        self.cache_slots = None  # while admitted with a prefix cache: its blocks' slots there (PrefixCache.acquire)
+        self.cache_last = -1  # while admitted with a prefix cache: the slot of its last block held there (PrefixCache.acquire)
 
     def __repr__(self) -> str:
         return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"

@@ -41,6 +41,7 @@ from array import array
 from typing import Callable
 
 from sim.engine.indexed_heap import IndexedHeap
+from sim.engine.key_table import BlockIndex
 from sim.engine.request import REJECTED, Request
 from sim.scenario import PREFIX_LOAD_TOKENS
 
@@ -215,7 +216,7 @@ class Router:
                 star = 1 << (pos - base)
                 cache = replicas[0].prefix
                 usable = cache.usable(keys, req.prompt_tokens)
-                alive = holders.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
+                alive = holders.get(keys[0]) if usable else 0  # replicas holding keys[:n]
                 n = 1
                 while alive:
                     if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
@@ -224,7 +225,7 @@ class Router:
                         ended = alive
                         after = 0
                     else:
-                        after = holders.get(keys[n], 0) & alive if n < usable else 0
+                        after = holders.get(keys[n]) & alive if n < usable else 0
                         if after == alive:
                             n += 1
                             continue
@@ -319,17 +320,18 @@ class Router:
         return True
 
 
-def _holders(pool) -> dict | None:
-    """The block index of ``pool`` for the ``prefix_aware`` router: ``{key: bitmask of the
-    replicas (bit i: ``pool.replicas[i]``) holding the block in any tier}``, kept by their
-    caches as blocks enter and leave (:meth:`PrefixCache.index_into`); one per pool, shared
-    by the routers of its workloads. None when the pool's replicas keep no cache."""
+def _holders(pool) -> BlockIndex | None:
+    """The block index of ``pool`` for the ``prefix_aware`` router (a
+    :class:`sim.engine.key_table.BlockIndex`: per key, the bitmask of the replicas, bit i
+    ``pool.replicas[i]``, holding the block in any tier), kept by their caches as blocks
+    enter and leave (:meth:`PrefixCache.index_into`); one per pool, shared by the routers
+    of its workloads. None when the pool's replicas keep no cache."""
     replicas = pool.replicas
     if not replicas or getattr(replicas[0], "prefix", None) is None:
         return None
     holders = replicas[0].prefix.holders
     if holders is None:
-        holders = {}
+        holders = BlockIndex(len(replicas))
         for i, r in enumerate(replicas):
             r.prefix.index_into(holders, i)
     return holders

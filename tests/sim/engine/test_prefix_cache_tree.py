@@ -1,0 +1,173 @@
+"""PrefixCache (a tree of chains: blocks found through their parents, a request holding
+only its last block's slot) against a second implementation: a per-block LRU written
+here from the rules in sim/engine/prefix_cache.py's module docstring (ordered dicts per
+tier, every block looked up by its key), driven by the same generated operations:
+admissions, prefills, releases in any order (so hits end mid-chain, chains branch, some
+blocks are pinned while others of the same chain are evicted) and trims, with HBM, host,
+SSD tiers and a shared store of small capacities (so blocks move between tiers and leave).
+Compared after every step: hits, promotions per tier, blocks per tier, the shared store's
+order, the block index and the blocks moved between tiers (``traffic``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.engine.key_table import BlockIndex
+from sim.engine.prefix_cache import HOST, SHARED, SSD, TRAFFIC, PrefixCache, SharedStore
+from traffic.prefix import chain_keys
+
+
+class ReferenceLRU:
+    """Per-block LRU: ``refs`` (key -> references, HBM), and per tier an ordered dict of
+    unreferenced blocks, least recent first; a block dropped past the last tier goes to
+    the shared store (an ordered dict of at most ``shared_cap``). ``traffic``: blocks
+    moved, by the names of ``prefix_cache.TRAFFIC``."""
+
+    def __init__(self, cap, host, ssd, shared_cap, pages_per_block):
+        self.cap, self.caps, self.shared_cap, self.ppb = cap, {HOST: host, SSD: ssd}, shared_cap, pages_per_block
+        self.refs: dict = {}
+        self.tiers = {0: OrderedDict(), HOST: OrderedDict(), SSD: OrderedDict()}
+        self.shared: OrderedDict = OrderedDict()
+        self.traffic = dict.fromkeys(TRAFFIC, 0)
+
+    def _ref(self, key) -> int:
+        """Reference ``key`` if held: the tier it came from (0: HBM), or -1 if absent."""
+        if key in self.refs:
+            self.refs[key] += 1
+            return 0
+        for t, blocks in self.tiers.items():
+            if key in blocks:
+                del blocks[key]
+                self.refs[key] = 1
+                return t
+        return -1
+
+    def acquire(self, keys, usable):
+        moved = {HOST: 0, SSD: 0, SHARED: 0}
+        n = 0
+        while n < usable:
+            t = self._ref(keys[n])
+            if t > 0:
+                moved[t] += 1
+            elif t < 0:
+                if self.shared_cap and keys[n] in self.shared:
+                    self.shared.move_to_end(keys[n])
+                    self.refs[keys[n]] = 1
+                    moved[SHARED] += 1
+                else:
+                    break
+            n += 1
+        for t, name in ((HOST, "promoted_host"), (SSD, "promoted_ssd"), (SHARED, "promoted_shared")):
+            self.traffic[name] += moved[t]
+        return n, moved
+
+    def commit(self, keys, hit, usable):
+        for key in keys[hit:usable]:
+            if self._ref(key) < 0:
+                self.refs[key] = 1
+        if self.cap is not None:
+            while self.tiers[0] and len(self.refs) + len(self.tiers[0]) > self.cap:
+                self._evict()
+
+    def release(self, keys, held):
+        for key in reversed(keys[:held]):
+            self.refs[key] -= 1
+            if not self.refs[key]:
+                del self.refs[key]
+                self.tiers[0][key] = None
+
+    def trim(self, free_pages):
+        while len(self.tiers[0]) > max(free_pages, 0) // self.ppb:
+            self._evict()
+
+    def _evict(self):
+        key, _ = self.tiers[0].popitem(last=False)
+        for t in (HOST, SSD):
+            if self.caps[t]:
+                self.tiers[t][key] = None
+                self.traffic["demoted_host" if t == HOST else "demoted_ssd"] += 1
+                if len(self.tiers[t]) <= self.caps[t]:
+                    return
+                key, _ = self.tiers[t].popitem(last=False)
+        if not self.shared_cap:
+            self.traffic["dropped"] += 1
+        elif key in self.shared:
+            self.shared.move_to_end(key)
+        else:
+            self.shared[key] = None
+            self.traffic["written_shared"] += 1
+            if len(self.shared) > self.shared_cap:
+                self.shared.popitem(last=False)
+                self.traffic["dropped"] += 1
+
+    def held(self) -> set:
+        return set(self.refs) | set(self.tiers[0]) | set(self.tiers[HOST]) | set(self.tiers[SSD])
+
+
+@st.composite
+def chains(draw, table):
+    """A chain of 1-7 blocks over a 3-letter alphabet, after a shared first block (so
+    chains branch at every depth)."""
+    return chain_keys([0] + draw(st.lists(st.integers(0, 2), max_size=6)), table)
+
+
+@settings(max_examples=120)
+@given(cap=st.one_of(st.none(), st.integers(1, 14)), host=st.integers(0, 5), ssd=st.integers(0, 5),
+       shared_cap=st.integers(0, 6), ppb=st.integers(1, 2), data=st.data())
+def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data):
+    table: dict = {}
+    store = SharedStore(shared_cap) if shared_cap else None
+    cache = PrefixCache(16, ppb, cap, host, ssd, store)
+    holders = BlockIndex(1)
+    cache.index_into(holders, 0)
+    ref = ReferenceLRU(cap, host, ssd, shared_cap, ppb)
+    running: list = []  # [keys, hit, held, last slot, committed]
+    for _ in range(data.draw(st.integers(1, 40))):
+        op = data.draw(st.sampled_from(["admit", "admit", "commit", "release", "trim"]))
+        if op == "admit":
+            keys = data.draw(chains(table))
+            usable = data.draw(st.integers(0, len(keys)))
+            hit = cache.acquire(keys, usable)
+            want, moved = ref.acquire(keys, usable)
+            assert hit == want
+            if hit:
+                assert [cache.moved_from(t) for t in (HOST, SSD, SHARED)] == [moved[HOST], moved[SSD], moved[SHARED]]
+            running.append([keys, usable, hit, hit, cache.last if hit else -1, False])
+        elif op == "commit":
+            todo = [r for r in running if not r[5]]
+            if not todo:
+                continue
+            r = data.draw(st.sampled_from(todo))
+            keys, usable, hit = r[0], r[1], r[2]
+            r[4] = cache.commit(keys, r[4], hit, usable)
+            ref.commit(keys, hit, usable)
+            r[3], r[5] = usable, True
+        elif op == "release":
+            if not running:
+                continue
+            r = running.pop(data.draw(st.integers(0, len(running) - 1)))
+            if r[3]:
+                cache.release(r[4], r[3])
+                ref.release(r[0], r[3])
+        else:
+            free = data.draw(st.integers(-1, 12))
+            cache.trim_pages(free)
+            ref.trim(free)
+        assert cache.blocks == len(ref.refs) + len(ref.tiers[0])
+        assert cache.evictable == len(ref.tiers[0])
+        assert [cache.tier_blocks(t) for t in (HOST, SSD)] == [len(ref.tiers[HOST]), len(ref.tiers[SSD])]
+        held = ref.held()
+        assert [holders.get(k) for k in range(len(table))] == [1 if k in held else 0 for k in range(len(table))]
+        assert len(holders) == len(held)
+        if store is not None:
+            assert list(store.lru) == list(ref.shared)
+        assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == list(ref.traffic.values())
+    probe = data.draw(chains(table))  # a read-only lookup walks the same tree
+    want = 0
+    while want < len(probe) and probe[want] in ref.held():
+        want += 1
+    assert cache.hit_blocks(probe, len(probe)) == want
