@@ -1144,7 +1144,7 @@ class ARReplica(TimerDriven):
             whole = (entry[1] + entry[3]) // block
             if whole < upto:
                 upto = whole
-            prefix.commit(keys, req.cache_slots, req.cache_held, upto)  # none new: the capacity kept
+            req.cache_last = prefix.commit(keys, req.cache_last, req.cache_held, upto)  # none new: the capacity kept
             req.cache_held = upto
         self._cache_traffic()  # the blocks the commits moved between tiers, counted now
 
