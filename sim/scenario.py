@@ -384,9 +384,10 @@ def fleet_workloads(scenario: Scenario, fleet: FleetConfig) -> list[str]:
 
 
 def _check_chunking(scenario: Scenario, fleet: FleetConfig) -> None:
-    """``prefill_chunk_tokens`` is modelled on a co-located autoregressive pool without
-    speculative decoding or a prefix cache, and must exceed ``max_batch`` so decodes never
-    fill an iteration's budget (a prompt mid-prefill always advances)."""
+    """``prefill_chunk_tokens`` is modelled on an autoregressive pool that prefills (a
+    co-located pool, or a split deployment's prefill pool; with or without a prefix cache)
+    without speculative decoding, and must exceed ``max_batch`` so decodes never fill an
+    iteration's budget (a prompt mid-prefill always advances)."""
     for p, pool in enumerate(fleet.pools):
         chunk = pool.prefill_chunk_tokens
         if chunk is None:
@@ -395,17 +396,15 @@ def _check_chunking(scenario: Scenario, fleet: FleetConfig) -> None:
         if chunk <= pool.max_batch:
             raise ValueError(f"{at}: pool '{pool.name}' prefill_chunk_tokens (={chunk}) must exceed max_batch "
                              f"(={pool.max_batch}): decodes come first in an iteration's token budget")
-        if pool.prefix_cache is not None:
-            raise ValueError(f"{at}: pool '{pool.name}': chunked prefill with a prefix cache is not modelled; "
-                             "leave out prefill_chunk_tokens or prefix_cache")
         for entry in pool.serves:
             name, stage = split_serves(entry)
             wl = scenario.workloads.get(name)
             if wl is None:
                 continue  # _check_serves names it
-            if stage is not None or kind_of(wl).family != "ar" or getattr(wl, "speculation", None) is not None:
-                raise ValueError(f"{at}: pool '{pool.name}' serves '{entry}': chunked prefill is modelled on a "
-                                 "co-located autoregressive pool without speculation (no prefill/decode/draft stage)")
+            if stage not in (None, "prefill") or kind_of(wl).family != "ar" or getattr(wl, "speculation", None) is not None:
+                raise ValueError(f"{at}: pool '{pool.name}' serves '{entry}': chunked prefill is modelled on an "
+                                 "autoregressive pool that prefills (co-located, or a split deployment's "
+                                 "'<workload>:prefill' pool) without speculation; leave out prefill_chunk_tokens here")
 
 
 def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:

@@ -6,6 +6,7 @@ generator). ``DCSIM_DIFF_EXAMPLES=N`` sets the examples per test for a long loca
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime, timedelta
 
@@ -335,17 +336,62 @@ def remote_drafters(draw, data: dict) -> dict:
 @st.composite
 def chunked(draw, data: dict) -> dict:
     """``data`` (a scenario of :func:`scenarios`) with chunked prefill on every pool that
-    serves only whole autoregressive workloads without speculation and has no prefix
-    cache: ``prefill_chunk_tokens`` just above ``max_batch`` (decodes nearly fill the
-    budget: one-token chunks) up to a few hundred tokens more (prompts in several chunks)."""
+    prefills autoregressive workloads without speculation (a co-located pool, or a split
+    deployment's prefill pool): ``prefill_chunk_tokens`` just above ``max_batch`` (decodes
+    nearly fill the budget: one-token chunks) up to a few hundred tokens more (prompts in
+    several chunks)."""
     workloads = data["workloads"]
     for pool in data["fleets"][0]["pools"]:
         names = [e for e in pool["serves"]]
-        plain = all(":" not in e and workloads[e]["kind"] == "autoregressive"
-                    and "speculation" not in workloads[e] for e in names)
-        if plain and names and "prefix_cache" not in pool:
+        plain = all(e.partition(":")[2] in ("", "prefill") and workloads[e.partition(":")[0]]["kind"] == "autoregressive"
+                    and "speculation" not in workloads[e.partition(":")[0]] for e in names)
+        if plain and names:
             pool["prefill_chunk_tokens"] = pool.get("max_batch", 256) + draw(st.sampled_from([1, 3, 16, 100, 700]))
     return data
+
+
+PREFIX_BLOCK = 512  # tokens per hashed block of a Mooncake-format trace
+
+
+@st.composite
+def cached_sessions(draw, tmp_path) -> dict:
+    """A scenario of a few multi-turn conversations (a Mooncake-format trace written into
+    ``tmp_path``: turns extend their session's hashed blocks, one first block shared by all,
+    on a millisecond grid with repeats) on Llama-3.1-8B H100 replicas with a prefix cache
+    (small HBM caches, sometimes a host tier), served whole or split into a prefill pool
+    (the cache's) and a decode pool, the prefilling pool chunked or not."""
+    sessions = [[0] for _ in range(draw(st.integers(1, 4)))]
+    next_id, t, rows = 1, 0, []
+    for _ in range(draw(st.integers(2, 20))):
+        ids = sessions[draw(st.integers(0, len(sessions) - 1))]
+        for _ in range(draw(st.integers(0, 3))):
+            ids.append(next_id)
+            next_id += 1
+        t += draw(st.sampled_from([0, 1, 40, 400]))
+        rows.append({"timestamp": t, "input_length": len(ids) * PREFIX_BLOCK + draw(st.integers(1, PREFIX_BLOCK)),
+                     "output_length": draw(st.sampled_from([1, 7, 40, 300])), "hash_ids": ids + [next_id]})
+        next_id += 1
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    max_batch = draw(st.integers(1, 8))
+    cache = {"block_tokens": PREFIX_BLOCK, "capacity_blocks": draw(st.integers(1, 12)),
+             "host_blocks": draw(st.sampled_from([0, 0, 3, 50]))}
+    side = {"accelerator": "h100-sxm", "tp": 1, "precision": "fp8", "max_batch": max_batch, "min_kv_tokens": 2048}
+    pool = {"name": "p", "serves": ["chat"], "replicas": draw(st.integers(1, 3)), "prefix_cache": cache, **side}
+    if draw(st.booleans()):
+        pool["prefill_chunk_tokens"] = max_batch + draw(st.sampled_from([1, 3, 100, 700]))
+    wl = {"kind": "autoregressive", "model": "llama-3.1-8b",
+          "arrival": {"kind": "trace", "path": str(path), "format": "mooncake_jsonl"}}
+    pools = [pool]
+    if draw(st.booleans()):  # split: the prefill pool keeps the cache, the decode pool none
+        pool["serves"] = ["chat:prefill"]
+        pools.append({"name": "d", "serves": ["chat:decode"], "replicas": draw(st.integers(1, 2)), **side})
+        wl["disaggregation"] = {"decode_choice": draw(st.sampled_from(["at_prefill", "at_handoff"])),
+                                "kv_transfer": draw(st.sampled_from(["layerwise", "after_prefill"]))}
+    return {"name": "sessions", "seed": 1, "duration_s": 10.0, "warmup_s": 0.0,
+            "drain_s": draw(st.sampled_from([100_000.0, 0.05, 1.0])), "workloads": {"chat": wl},
+            "fleets": [{"name": "f", "router": draw(st.sampled_from(["least_outstanding", "round_robin", "prefix_aware"])),
+                        "pools": pools}]}
 
 
 SQUEEZE = "_squeeze"  # marks a pool to get just over the least memory it can be placed with

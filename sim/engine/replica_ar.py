@@ -41,6 +41,12 @@ admission, as without chunking, and it counts as a running sequence growing one 
 iteration like the others (a slight over-count, set back to prompt + 1 at its last
 chunk, whose end is its first token). While a prompt is mid-prefill both modes run one
 iteration per timer; fast mode's closed-form decode runs resume after its last chunk.
+On a split deployment's prefill replica (no decodes: the whole budget is chunks) a prompt
+is handed off at the end of its last chunk (:meth:`_hand_off`), prepared at that chunk's
+start (:meth:`_send_early`: the KV cache is complete at its end). With a prefix cache a
+prompt's chunks start after its cached prefix (c counts it), the blocks a chunk completes
+join the cache at that chunk's start (an instant both modes reach), and blocks copied
+from a lower tier are paid under the first chunk (docs/kv-reuse.md).
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
@@ -530,6 +536,8 @@ class ARReplica(TimerDriven):
             admitted.append(req)
             if self.prefix is not None:
                 self._cache_admit(req)
+                if self.chunk:
+                    budget += self._chunk_skip_cached(req)
         if admitted or reserved:
             self.pool.queued_total -= len(admitted) + reserved
             for index in self.pool.watchers:  # _tell_watchers, inlined (once per admission)
@@ -794,8 +802,11 @@ class ARReplica(TimerDriven):
         if admitted:
             t_mixed = self._mixed_cost(admitted)
             if self.prefix is not None:  # at the prefill's start: an instant both modes reach
-                for req in admitted:
-                    self._cache_commit(req)
+                if self.chunk:
+                    self._cache_commit_chunks(len(admitted))
+                else:
+                    for req in admitted:
+                        self._cache_commit(req)
         after = self.iters + (1 if admitted else 0)  # counter when decode-only iterations start
         if self._stale:
             # (only stale entries left: a chunked replica runs with its prompts mid-prefill outside the heap)
@@ -817,7 +828,7 @@ class ARReplica(TimerDriven):
         remaining = self._next_done - after
         if self.role == PREFILL:  # its requests leave after the prefill iteration
             n = 0
-            self._send_early(admitted, anchor)
+            self._send_early(self._last_chunks(admitted) if self.chunk else admitted, anchor)
         elif self._pending:  # a prompt mid-prefill: one iteration per timer in both modes
             n = 0
         elif self.run.exact:
@@ -866,7 +877,7 @@ class ARReplica(TimerDriven):
         the drives' rate and copied the same way, those from the pool's shared store read
         over the scale-out NICs: the iteration takes the longest of the compute, the copy
         and the reads (:meth:`_cache_copy_s`)."""
-        if self.chunk:  # refused together with a prefix cache (sim.workloads.autoregressive)
+        if self.chunk:
             return self._chunk_cost(len(admitted))
         n_decode = self.n_running
         block = self.cache_block  # 0 without a cache
@@ -1069,16 +1080,18 @@ class ARReplica(TimerDriven):
 
     def _chunk_cost(self, n_chunks: int) -> float:
         """One iteration of ``n_chunks`` prompt chunks (the first of ``_pending``) beside one
-        token for every decoding sequence: a chunk of m tokens after c prefilled ones of its
-        prompt computes m·c + m²/2 query-key pairs (Σ of m² + 2mc passed as the squares) and
-        reads the c tokens' KV (``cached``), as a prefix-cache hit would
+        token for every decoding sequence: a chunk of m tokens after c prefilled or cached
+        ones of its prompt computes m·c + m²/2 query-key pairs (Σ of m² + 2mc passed as the
+        squares) and reads the c tokens' KV (``cached``), as a prefix-cache hit would
         (:meth:`sim.models.perf.PerfModel.mixed_cost`); best-of-k branches copy the prompt's
-        KV after its last chunk."""
+        KV after its last chunk. A prompt's cached blocks from host memory, the SSD tier or
+        the shared store are brought in under its first chunk, which attends to all of them
+        (the iteration takes the longer of its compute and the copies, :meth:`_cache_copy_s`)."""
         n_decode = self.n_running - self._pending_w
+        block = self.cache_block  # 0 without a prefix cache
         new_tokens = 0
         new_sq = 0.0
-        cached = 0
-        copied = 0
+        cached = copied = host = ssd = shared = 0
         pending_offsets = 0
         for entry in self._pending:
             pending_offsets += entry[0].branches * entry[0].kv_offset
@@ -1093,36 +1106,99 @@ class ARReplica(TimerDriven):
             tokens = req.prompt_tokens + req.generated
             if c + m == tokens:
                 copied += (req.branches - 1) * tokens
+            if c == req.cache_hit * block:  # its first chunk
+                host += req.cache_host * block
+                ssd += req.cache_ssd * block
+                shared += req.cache_shared * block
         context = self.sum_offsets - pending_offsets + n_decode * self.iters  # of the decoding sequences
         t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+        if host or ssd or shared:
+            t = max(t, self._cache_copy_s(host, ssd, shared))
         self._mix_t, self._mix_flops, self._mix_bytes = t, flops, bytes_moved
         self._mix_hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
         self._mix_tokens = new_tokens + n_decode
         return t
 
+    def _chunk_skip_cached(self, req: Request) -> int:
+        """``req`` was just admitted (the last of ``_pending``) with a prefix-cache hit: its
+        chunks start after its c0 cached tokens, which it never prefills. Returns c0."""
+        c0 = req.cache_hit * self.cache_block
+        self._pending[-1][1] = c0
+        return c0
+
+    def _cache_commit_chunks(self, n_chunks: int) -> None:
+        """This iteration's chunks start (an instant both engine modes reach: one iteration
+        per timer while a prompt is mid-prefill): each prompt's cache blocks that are whole
+        by the end of its chunk join the cache, referenced, as vLLM V1 caches a block when
+        it schedules the chunk that fills it; a request admitted at a later boundary sees
+        them (the whole prompt's, at its last chunk, as :meth:`_cache_commit` at a whole
+        prefill's start)."""
+        prefix, block = self.prefix, self.cache_block
+        for i in range(n_chunks):
+            entry = self._pending[i]
+            req = entry[0]
+            keys = req.prefix
+            if not keys:
+                continue
+            upto = prefix.usable(keys, req.prompt_tokens)
+            whole = (entry[1] + entry[3]) // block
+            if whole < upto:
+                upto = whole
+            req.cache_last = prefix.commit(keys, req.cache_last, req.cache_held, upto)  # none new: the capacity kept
+            req.cache_held = upto
+        self._cache_traffic()  # the blocks the commits moved between tiers, counted now
+
+    def _last_chunks(self, chunked: list) -> list:
+        """Of this iteration's ``chunked`` requests, those whose chunk is their last."""
+        last: list = []
+        for i in range(len(chunked)):
+            entry = self._pending[i]
+            req = entry[0]
+            if entry[1] + entry[3] == req.prompt_tokens + req.generated:
+                last.append(req)
+        return last
+
     def _finish_chunks(self, end: float) -> None:
         """The chunk iteration ending at ``end`` is done: each chunk's share of its time goes
-        to its request; a prompt whose last chunk it was gets its first token at ``end``,
-        its KV count set to prompt + 1 (it was counted as growing one token per iteration
-        since admission, like every running sequence) and its completion counter."""
+        to its request; a prompt whose last chunk it was gets its first token at ``end``:
+        on a co-located replica it decodes from the next iteration (:meth:`_prefilled`), on
+        a split deployment's prefill replica it is handed off (:meth:`_hand_off`)."""
         t, tokens = self._mix_t, self._mix_tokens
         chunked, self._admitted = self._admitted, []
         self.iters += 1
         self.acc += t / tokens
+        block = self.cache_block
         done = 0
         for i in range(len(chunked)):
             entry = self._pending[i]
             req = entry[0]
             req.share_s += entry[3] * t / tokens
             req.acc_mark = self.acc
-            if entry[1] == 0 and req.first_token_at_s != req.first_token_at_s:  # NaN: first run
+            if entry[1] == req.cache_hit * block and req.first_token_at_s != req.first_token_at_s:  # NaN: first run
                 req.admitted_at_s = self._start
             entry[1] += entry[3]
             if entry[1] == req.prompt_tokens + req.generated:
                 done += 1
+        if self.role == PREFILL:
+            handed: list = []
+            for i in range(done):
+                req = self._pending.pop(0)[0]
+                self._pending_w -= req.branches
+                self._first_token(req, end)
+                handed.append(req)
+            if handed:
+                self._hand_off(handed)
+            return
         for i in range(done):
             entry = self._pending.pop(0)
             self._prefilled(entry[0], entry[2], end)
+
+    def _first_token(self, req: Request, end: float) -> None:
+        """``req``'s prompt is prefilled at ``end``: its first token, on its first run."""
+        if req.first_token_at_s != req.first_token_at_s:  # NaN
+            req.first_token_at_s = end
+            if self.prefix is not None:
+                self._cache_first(req, end)
 
     def _prefilled(self, req: Request, admitted_iter: int, end: float) -> None:
         """``req``'s last chunk ended at ``end`` (iteration counter ``iters``): it holds its
@@ -1137,7 +1213,6 @@ class ARReplica(TimerDriven):
             self._version += 1
         self._pending_w -= w
         req.start_iter = self.iters - 1  # _note_progress: iters − start_iter tokens generated in this run
-        if req.first_token_at_s != req.first_token_at_s:
-            req.first_token_at_s = end
+        self._first_token(req, end)
         self.heap.push(self.iters + req.output_tokens - req.generated - 1, req.run_seq, req)
         self._next_done = self.heap.next_done()

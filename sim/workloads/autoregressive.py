@@ -43,7 +43,10 @@ class Disaggregation(Strict):
       and a ``layerwise`` transfer overlaps the prefill (Splitwise); ``at_handoff`` picks it
       when the prefill ends (the KV cache is complete, DistServe-style pull).
     - ``kv_transfer``: ``layerwise`` streams each layer's KV as soon as it is computed;
-      ``after_prefill`` moves the whole cache once the prefill is done.
+      ``after_prefill`` moves the whole cache once the prefill is done. On a prefill pool
+      with chunked prefill (``prefill_chunk_tokens``) "the prefill" is the prompt's last
+      chunk: the decode replica is picked at its start (``at_prefill``) or end, and the
+      layers stream during it (docs/serving.md).
 
     Either way the decode replica admits the request only once it has reserved the blocks
     for its KV (first come, first served), and joins it to its batch when the transfer

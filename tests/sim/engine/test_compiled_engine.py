@@ -24,7 +24,7 @@ from data_files import require_scenario_data
 from engine_builds import SourceEngine, digest
 from hypothesis import given
 from hypothesis import strategies as st
-from scenario_strategies import chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
+from scenario_strategies import cached_sessions, chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 import sim
 
@@ -121,6 +121,17 @@ def test_chunked_prefill_scenarios_are_byte_identical_in_both_builds(source_engi
     squeeze(scenario)
     if not placeable(scenario):
         return
+    scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
+    assert digest(scenario) == source_engine.digest(scenario)
+
+
+@diff_settings(8)
+@given(data=st.data())
+def test_chunked_prefill_with_a_prefix_cache_is_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):
+    """Chunked prefill with a prefix cache (chunks after the cached prefix, blocks committed
+    chunk by chunk, a host copy under the first chunk), co-located or split, in both builds."""
+    _require_compiled()
+    scenario = data.draw(cached_sessions(tmp_path_factory.mktemp("sessions")))
     scenario["engine"] = {"mode": data.draw(st.sampled_from(["fast", "exact"]))}
     assert digest(scenario) == source_engine.digest(scenario)
 

@@ -29,7 +29,7 @@ import pytest
 from fast_exact import assert_modes_agree
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
-from scenario_strategies import chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
+from scenario_strategies import cached_sessions, chunked, diff_settings, placeable, remote_drafters, scenarios, squeeze
 
 
 def check(data: dict):
@@ -133,6 +133,9 @@ def _chunked_check(data) -> None:
     req = check(data)
     budgets = [p["prefill_chunk_tokens"] - p.get("max_batch", 256)
                for p in data["fleets"][0]["pools"] if "prefill_chunk_tokens" in p]
+    if any("prefill_chunk_tokens" in p and any(e.endswith(":prefill") for e in p["serves"])
+           for p in data["fleets"][0]["pools"]):
+        event("a split deployment's prefill pool chunked")
     if not budgets:
         event("no pool chunked")
     elif not req.empty and (req["prompt_tokens"] > min(budgets)).any():
@@ -144,8 +147,10 @@ def _chunked_check(data) -> None:
 @given(data=st.data())
 def test_chunked_prefill_scenarios_agree(tmp_path_factory, data):
     """Chunked prefill (pool prefill_chunk_tokens) on every co-located autoregressive pool
-    without speculation, some under KV pressure: a prompt mid-prefill runs one iteration
-    per timer in both modes, the decode stretches of fast mode resume after its last chunk."""
+    and split deployment's prefill pool without speculation, some under KV pressure: a
+    prompt mid-prefill runs one iteration per timer in both modes, the decode stretches of
+    fast mode resume after its last chunk, a prefill replica hands a prompt off at the end
+    of its last chunk."""
     pressure = data.draw(st.booleans())
     base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2, pressure=pressure))
     _chunked_check(data.draw(chunked(base)))
@@ -156,3 +161,34 @@ def test_chunked_prefill_scenarios_agree(tmp_path_factory, data):
 def test_chunked_prefill_scenarios_agree_smoke(tmp_path_factory, data):
     base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
     _chunked_check(data.draw(chunked(base)))
+
+
+def _cached_check(data) -> None:
+    from fast_exact import assert_modes_agree
+
+    fast, exact = assert_modes_agree(data)
+    for column in ("cached_tokens", "host_cached_tokens"):
+        assert fast.requests[column].tolist() == exact.requests[column].tolist()
+    moved = [c for c in exact.pools.columns if c.startswith("kv_") and c.endswith("_blocks")]  # blocks between tiers
+    assert fast.pools[moved].equals(exact.pools[moved])
+    pool = data["fleets"][0]["pools"][0]
+    event(("chunked" if "prefill_chunk_tokens" in pool else "whole prompts")
+          + (", split" if len(data["fleets"][0]["pools"]) > 1 else ", co-located"))
+    if exact.requests["cached_tokens"].sum() > 0:
+        event("prefix hits")
+
+
+@pytest.mark.slow
+@diff_settings(100)
+@given(data=st.data())
+def test_chunked_prefill_with_a_prefix_cache_agrees(tmp_path_factory, data):
+    """Multi-turn sessions with a prefix cache (small HBM caches, a host tier), chunked or
+    whole, co-located or on a split deployment's prefill pool: the same outcomes and the
+    same cached tokens in both modes (the cache changes at chunk starts, which both reach)."""
+    _cached_check(data.draw(cached_sessions(tmp_path_factory.mktemp("sessions"))))
+
+
+@diff_settings(10)
+@given(data=st.data())
+def test_chunked_prefill_with_a_prefix_cache_agrees_smoke(tmp_path_factory, data):
+    _cached_check(data.draw(cached_sessions(tmp_path_factory.mktemp("sessions"))))
