@@ -145,10 +145,11 @@ class ARReplica(TimerDriven):
         self.pool = pool
         self.index = index
         self.perf = pool.perf
-        # the perf model's prefill FLOP coefficients, read once for _prefill_flops (a prefix cache's FLOP saved)
-        self.linear_flops_per_token = getattr(self.perf, "linear_flops_per_token", 0.0)
-        self.prefill_attn_flops_per_pair = getattr(self.perf, "prefill_attn_flops_per_pair", 0.0)
-        self.prefill_window_attn_flops_per_token = getattr(self.perf, "prefill_window_attn_flops_per_token", 0.0)
+        # the perf model's prefill FLOP coefficients, read once for _prefill_flops (a prefix cache's FLOP saved);
+        # read directly, so a perf model without them fails here rather than saving 0 FLOP
+        self.linear_flops_per_token = self.perf.linear_flops_per_token
+        self.prefill_attn_flops_per_pair = self.perf.prefill_attn_flops_per_pair
+        self.prefill_window_attn_flops_per_token = self.perf.prefill_window_attn_flops_per_token
         cfg = pool.config
         self.max_batch = cfg.max_batch
         self.max_prefill_tokens = cfg.max_prefill_tokens

@@ -284,6 +284,30 @@ def test_a_host_hit_pays_its_copy_over_the_host_link(tmp_path):
     assert c["ttft_s"] == pytest.approx(9216 * 65_536 / 55.43e9, rel=1e-9)
 
 
+def test_prefill_flops_saved_by_hand_from_the_catalog_row(tmp_path):
+    """A (20 whole blocks and 100 tokens) then B, a prompt of A's 20 blocks and 1 new
+    token, on Llama-3.1-8B (TP1): B computes m = 1 token over c = 10,240 cached ones
+    instead of all n = 10,241. From the raw models.csv row, 2 · params FLOP per token in
+    the linear layers and 4 · layers · heads · head_dim per causal (query, key) pair: the
+    FLOP saved is 2 · params · (n − m) + per_pair · (n²/2 − m·c − m²/2). (The replica
+    computes it on the perf model's coefficients copied for speed: this pins that copy
+    to the formula.)"""
+    row = next(r for r in csv.DictReader(open(ROOT / "fleets" / "data" / "models.csv", newline=""))
+               if r["key"] == "llama-3.1-8b")
+    x = list(range(21))
+    rows = [_conv(0, x), {"timestamp": 60_000, "input_length": 20 * BLOCK + 1, "output_length": 5,
+                          "hash_ids": x[:20] + [999]}]
+    got = simulate(parse_scenario(one_replica(write_trace(tmp_path, rows), 120, None, **SMALL), "prefix"))
+    b = got.requests.sort_values("request_id").iloc[1]
+    n, c = 20 * BLOCK + 1, 20 * BLOCK
+    m = n - c
+    assert b["cached_tokens"] == c
+    params = float(row["params_b"]) * 1e9
+    per_pair = 4 * int(row["layers"]) * int(row["heads"]) * int(row["head_dim"])
+    saved = 2 * params * (n - m) + per_pair * (n * n / 2 - m * c - m * m / 2)
+    assert b["prefill_flops_saved"] == pytest.approx(saved, rel=1e-9)
+
+
 # --- the SSD tier ----------------------------------------------------------------------
 def reference_three_tier(rows: list[dict], hbm: int, host: int, ssd: int,
                          moves: Counter | None = None) -> tuple[list[int], list[int], list[int]]:
