@@ -46,7 +46,11 @@ is handed off at the end of its last chunk (:meth:`_hand_off`), prepared at that
 start (:meth:`_send_early`: the KV cache is complete at its end). With a prefix cache a
 prompt's chunks start after its cached prefix (c counts it), the blocks a chunk completes
 join the cache at that chunk's start (an instant both modes reach), and blocks copied
-from a lower tier are paid under the first chunk (docs/kv-reuse.md).
+from a lower tier are paid under the first chunk (docs/kv-reuse.md). Under speculation
+each decoding sequence takes k + 1 tokens of the budget (its verification), a chunk
+iteration is priced by the speculation plan's mixed iteration (the drafter prefills the
+chunks and drafts for the decoders) and a prompt's KV grows ⌊I·g⌋ like the others' until
+its last chunk (docs/serving.md, "Chunked prefill with speculative decoding").
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
