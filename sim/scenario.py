@@ -147,8 +147,9 @@ class PoolConfig(Strict):
     max_prefill_tokens: int = Field(8192, ge=1, le=MAX_TOKENS, description="token budget of one iteration")
     prefill_chunk_tokens: int | None = Field(
         None, ge=1, le=MAX_TOKENS, description="chunked prefill (docs/serving.md): each iteration's token budget, "
-        "decodes first and prompt chunks in the rest (Sarathi-Serve, vLLM), in place of max_prefill_tokens; more "
-        "than max_batch; absent: every prompt prefilled whole in one iteration")
+        "decodes first (k + 1 tokens each under speculation) and prompt chunks in the rest (Sarathi-Serve, vLLM), "
+        "in place of max_prefill_tokens; more than max_batch (× (k + 1) under speculation); absent: every prompt "
+        "prefilled whole in one iteration")
     kv_block_tokens: int = Field(16, ge=1, le=1024)
     kv_watermark: float = Field(0.01, ge=0, lt=1)
     memory_utilization: float = Field(0.9, gt=0, le=1)
