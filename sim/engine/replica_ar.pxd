@@ -109,5 +109,5 @@ cdef class ARReplica(TimerDriven):
     @cython.locals(req=Request, t=double, tokens=double, done=Py_ssize_t, i=Py_ssize_t, block=Py_ssize_t, handed=list)
     cpdef _finish_chunks(self, double end)
     cpdef _first_token(self, Request req, double end)
-    @cython.locals(w=Py_ssize_t, extra=Py_ssize_t, first=bint)
+    @cython.locals(w=Py_ssize_t, extra=Py_ssize_t)
     cpdef _prefilled(self, Request req, Py_ssize_t admitted_iter, double end)

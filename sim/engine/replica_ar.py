@@ -1231,7 +1231,7 @@ class ARReplica(TimerDriven):
         prompt and first token and decodes from the next iteration. Its KV, counted as
         growing with the others' since its admission, is set back to what a whole prefill
         in the last chunk's iteration leaves (prompt + that iteration's growth: one token,
-        or under speculation ⌊I·g⌋'s step). Its completion counter is the one
+        or ⌊I·g⌋ − ⌊(I−1)·g⌋ under speculation). Its completion counter is the one
         :meth:`_add_running` gives a whole prefill, that iteration standing for it."""
         w = req.branches
         extra = self._kv(self.iters - 1) - self._kv(admitted_iter)  # KV counted as grown before its last chunk
@@ -1243,10 +1243,9 @@ class ARReplica(TimerDriven):
             self._version += 1
         self._pending_w -= w
         req.start_iter = self.iters - 1  # _note_progress: iters − start_iter tokens generated in this run
-        first = req.generated == 0  # before _first_token: its first run (the last chunk emitted its first token)
         self._first_token(req, end)
         if self.spec is None:
             self.heap.push(self.iters + req.output_tokens - req.generated - 1, req.run_seq, req)
-        else:  # the steps left; a rerun's last chunk counts as one of them (as a whole prefill's iteration does)
-            self.heap.push(self.iters + req.steps - req.spec_done - (0 if first else 1), req.run_seq, req)
+        else:  # the steps left; a rerun's last chunk is one of them (as a whole prefill's iteration is)
+            self.heap.push(self.iters + req.steps - req.spec_done - (1 if req.generated else 0), req.run_seq, req)
         self._next_done = self.heap.next_done()
