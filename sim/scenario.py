@@ -147,8 +147,9 @@ class PoolConfig(Strict):
     max_prefill_tokens: int = Field(8192, ge=1, le=MAX_TOKENS, description="token budget of one iteration")
     prefill_chunk_tokens: int | None = Field(
         None, ge=1, le=MAX_TOKENS, description="chunked prefill (docs/serving.md): each iteration's token budget, "
-        "decodes first and prompt chunks in the rest (Sarathi-Serve, vLLM), in place of max_prefill_tokens; more "
-        "than max_batch; absent: every prompt prefilled whole in one iteration")
+        "decodes first (k + 1 tokens each under speculation) and prompt chunks in the rest (Sarathi-Serve, vLLM), "
+        "in place of max_prefill_tokens; more than max_batch (× (k + 1) under speculation); absent: every prompt "
+        "prefilled whole in one iteration")
     kv_block_tokens: int = Field(16, ge=1, le=1024)
     kv_watermark: float = Field(0.01, ge=0, lt=1)
     memory_utilization: float = Field(0.9, gt=0, le=1)
@@ -385,26 +386,39 @@ def fleet_workloads(scenario: Scenario, fleet: FleetConfig) -> list[str]:
 
 def _check_chunking(scenario: Scenario, fleet: FleetConfig) -> None:
     """``prefill_chunk_tokens`` is modelled on an autoregressive pool that prefills (a
-    co-located pool, or a split deployment's prefill pool; with or without a prefix cache)
-    without speculative decoding, and must exceed ``max_batch`` so decodes never fill an
-    iteration's budget (a prompt mid-prefill always advances)."""
+    co-located pool, or a split deployment's prefill pool; with or without a prefix cache,
+    with or without speculative decoding) and must exceed what the decodes of a full batch
+    take from an iteration's budget, so a prompt mid-prefill always advances: ``max_batch``
+    tokens, or ``max_batch`` × (k + 1) on a co-located pool whose workload speculates
+    (each decoding sequence verifies k + 1 tokens; docs/serving.md)."""
     for p, pool in enumerate(fleet.pools):
         chunk = pool.prefill_chunk_tokens
         if chunk is None:
             continue
         at = f"fleets.{scenario.fleets.index(fleet)}.pools.{p}.prefill_chunk_tokens"
-        if chunk <= pool.max_batch:
-            raise ValueError(f"{at}: pool '{pool.name}' prefill_chunk_tokens (={chunk}) must exceed max_batch "
-                             f"(={pool.max_batch}): decodes come first in an iteration's token budget")
+        per_sequence = 1
         for entry in pool.serves:
             name, stage = split_serves(entry)
             wl = scenario.workloads.get(name)
             if wl is None:
                 continue  # _check_serves names it
-            if stage not in (None, "prefill") or kind_of(wl).family != "ar" or getattr(wl, "speculation", None) is not None:
+            if stage == "draft":
+                raise ValueError(f"{at}: pool '{pool.name}' serves '{entry}': a draft pool's prefill runs in its target "
+                                 "pools' iterations (chunked with theirs); leave out prefill_chunk_tokens here and set "
+                                 "it on the target pool")
+            if stage not in (None, "prefill") or kind_of(wl).family != "ar":
                 raise ValueError(f"{at}: pool '{pool.name}' serves '{entry}': chunked prefill is modelled on an "
                                  "autoregressive pool that prefills (co-located, or a split deployment's "
-                                 "'<workload>:prefill' pool) without speculation; leave out prefill_chunk_tokens here")
+                                 "'<workload>:prefill' pool); leave out prefill_chunk_tokens here")
+            spec = getattr(wl, "speculation", None)
+            if stage is None and spec is not None:
+                per_sequence = max(per_sequence, spec.draft_tokens + 1)
+        if chunk <= pool.max_batch * per_sequence:
+            what = (f"max_batch (={pool.max_batch})" if per_sequence == 1 else
+                    f"max_batch × (draft_tokens + 1) (={pool.max_batch} × {per_sequence} = {pool.max_batch * per_sequence})")
+            raise ValueError(f"{at}: pool '{pool.name}' prefill_chunk_tokens (={chunk}) must exceed {what}: "
+                             "decodes come first in an iteration's token budget"
+                             + ("" if per_sequence == 1 else ", each verifying its k drafted tokens and one more"))
 
 
 def _check_serves(scenario: Scenario, fleet: FleetConfig) -> None:

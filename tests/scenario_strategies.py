@@ -336,17 +336,21 @@ def remote_drafters(draw, data: dict) -> dict:
 @st.composite
 def chunked(draw, data: dict) -> dict:
     """``data`` (a scenario of :func:`scenarios`) with chunked prefill on every pool that
-    prefills autoregressive workloads without speculation (a co-located pool, or a split
-    deployment's prefill pool): ``prefill_chunk_tokens`` just above ``max_batch`` (decodes
-    nearly fill the budget: one-token chunks) up to a few hundred tokens more (prompts in
-    several chunks)."""
+    prefills autoregressive workloads (a co-located pool, or a split deployment's prefill
+    pool), speculating or not: ``prefill_chunk_tokens`` just above what a full batch's
+    decodes take (``max_batch``, × (k + 1) on a co-located pool whose workload speculates:
+    decodes nearly fill the budget, one-token chunks) up to a few hundred tokens more
+    (prompts in several chunks)."""
     workloads = data["workloads"]
     for pool in data["fleets"][0]["pools"]:
         names = [e for e in pool["serves"]]
         plain = all(e.partition(":")[2] in ("", "prefill") and workloads[e.partition(":")[0]]["kind"] == "autoregressive"
-                    and "speculation" not in workloads[e.partition(":")[0]] for e in names)
+                    for e in names)
         if plain and names:
-            pool["prefill_chunk_tokens"] = pool.get("max_batch", 256) + draw(st.sampled_from([1, 3, 16, 100, 700]))
+            per_sequence = max([workloads[e]["speculation"]["draft_tokens"] + 1 for e in names
+                                if ":" not in e and "speculation" in workloads[e]] + [1])
+            pool["prefill_chunk_tokens"] = (pool.get("max_batch", 256) * per_sequence
+                                            + draw(st.sampled_from([1, 3, 16, 100, 700])))
     return data
 
 

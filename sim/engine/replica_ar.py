@@ -46,7 +46,11 @@ is handed off at the end of its last chunk (:meth:`_hand_off`), prepared at that
 start (:meth:`_send_early`: the KV cache is complete at its end). With a prefix cache a
 prompt's chunks start after its cached prefix (c counts it), the blocks a chunk completes
 join the cache at that chunk's start (an instant both modes reach), and blocks copied
-from a lower tier are paid under the first chunk (docs/kv-reuse.md).
+from a lower tier are paid under the first chunk (docs/kv-reuse.md). Under speculation
+each decoding sequence takes k + 1 tokens of the budget (its verification), a chunk
+iteration is priced by the speculation plan's mixed iteration (the drafter prefills the
+chunks and drafts for the decoders) and a prompt's KV grows ⌊I·g⌋ like the others' until
+its last chunk (docs/serving.md, "Chunked prefill with speculative decoding").
 
 KV bookkeeping is O(block size) per query, not O(batch): every running sequence grows by
 one token per iteration, so sequence i holds ``a_i + I`` tokens at iteration counter I
@@ -1051,21 +1055,31 @@ class ARReplica(TimerDriven):
 
 
     # --- chunked prefill (pool.prefill_chunk_tokens; module docstring of docs/serving.md) ---
+    def _decode_tokens(self) -> int:
+        """Tokens of an iteration's budget the decoding sequences take first: one each, or
+        under speculation the k + 1 each verifies (vLLM V1's scheduler schedules a running
+        request's drafted tokens with its own and takes them all from the token budget:
+        docs/serving.md, "Chunked prefill with speculative decoding")."""
+        n = self.n_running - self._pending_w
+        return n if self.spec is None else n * (self.spec.k + 1)
+
     def _chunk_room(self) -> int:
-        """Tokens of this iteration's budget left for new prompts: the budget less one token
-        per decoding sequence and the unprefilled tokens of the prompts mid-prefill."""
-        room = self.chunk - (self.n_running - self._pending_w)
+        """Tokens of this iteration's budget left for new prompts: the budget less the
+        decoding sequences' tokens (:meth:`_decode_tokens`) and the unprefilled tokens of
+        the prompts mid-prefill."""
+        room = self.chunk - self._decode_tokens()
         for entry in self._pending:
             req = entry[0]
             room -= req.prompt_tokens + req.generated - entry[1]
         return room
 
     def _plan_chunks(self) -> list:
-        """This iteration's chunks: decodes first (one token per decoding sequence), then
-        the prompts mid-prefill, oldest first, each taking what is left of its prompt or of
-        the budget (``entry[3]``). Returns their requests, in that order; the budget left
-        after the decodes is at least 1 (``prefill_chunk_tokens`` > ``max_batch``)."""
-        budget = self.chunk - (self.n_running - self._pending_w)
+        """This iteration's chunks: decodes first (one token per decoding sequence, k + 1
+        under speculation), then the prompts mid-prefill, oldest first, each taking what is
+        left of its prompt or of the budget (``entry[3]``). Returns their requests, in that
+        order; the budget left after the decodes is at least 1 (``prefill_chunk_tokens`` >
+        ``max_batch``, × (k + 1) under speculation: sim.scenario)."""
+        budget = self.chunk - self._decode_tokens()
         chunked: list = []
         for entry in self._pending:
             req = entry[0]
@@ -1087,7 +1101,11 @@ class ARReplica(TimerDriven):
         (:meth:`sim.models.perf.PerfModel.mixed_cost`); best-of-k branches copy the prompt's
         KV after its last chunk. A prompt's cached blocks from host memory, the SSD tier or
         the shared store are brought in under its first chunk, which attends to all of them
-        (the iteration takes the longer of its compute and the copies, :meth:`_cache_copy_s`)."""
+        (the iteration takes the longer of its compute and the copies, :meth:`_cache_copy_s`).
+        Under speculation the decoding sequences verify instead (k + 1 tokens each) and the
+        drafter prefills the chunks and drafts for them, all by the speculation plan's
+        mixed iteration (:meth:`sim.models.speculation.SpecPlan.mixed_cost`; a drafter on a
+        pool of its own is charged there, :meth:`_draft_mixed`), as a whole prompt's."""
         n_decode = self.n_running - self._pending_w
         block = self.cache_block  # 0 without a prefix cache
         new_tokens = 0
@@ -1111,12 +1129,19 @@ class ARReplica(TimerDriven):
                 host += req.cache_host * block
                 ssd += req.cache_ssd * block
                 shared += req.cache_shared * block
-        context = self.sum_offsets - pending_offsets + n_decode * self.iters  # of the decoding sequences
-        t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+        context = self.sum_offsets - pending_offsets + n_decode * self._kv(self.iters)  # of the decoding sequences
+        hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        if self.spec is None:
+            t, flops, bytes_moved = self.perf.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+        else:
+            t, flops, bytes_moved = self.spec.mixed_cost(new_tokens, new_sq, n_decode, context, copied, cached)
+            hbm += self.spec.draft_resident_bytes
+            if self.spec.remote is not None:
+                self._draft_mixed(new_tokens, new_sq, n_decode, context, cached)
         if host or ssd or shared:
             t = max(t, self._cache_copy_s(host, ssd, shared))
         self._mix_t, self._mix_flops, self._mix_bytes = t, flops, bytes_moved
-        self._mix_hbm = self.perf.weight_bytes + self.kv_bytes_estimate(self.iters)
+        self._mix_hbm = hbm
         self._mix_tokens = new_tokens + n_decode
         return t
 
@@ -1203,9 +1228,13 @@ class ARReplica(TimerDriven):
 
     def _prefilled(self, req: Request, admitted_iter: int, end: float) -> None:
         """``req``'s last chunk ended at ``end`` (iteration counter ``iters``): it holds its
-        prompt and first token and decodes from the next iteration."""
+        prompt and first token and decodes from the next iteration. Its KV, counted as
+        growing with the others' since its admission, is set back to what a whole prefill
+        in the last chunk's iteration leaves (prompt + that iteration's growth: one token,
+        or ⌊I·g⌋ − ⌊(I−1)·g⌋ under speculation). Its completion counter is the one
+        :meth:`_add_running` gives a whole prefill, that iteration standing for it."""
         w = req.branches
-        extra = self.iters - admitted_iter - 1  # iterations its KV was counted as growing before its first token
+        extra = self._kv(self.iters - 1) - self._kv(admitted_iter)  # KV counted as grown before its last chunk
         if extra:
             self.residues[req.kv_offset % self.block] -= w
             req.kv_offset -= extra
@@ -1215,5 +1244,8 @@ class ARReplica(TimerDriven):
         self._pending_w -= w
         req.start_iter = self.iters - 1  # _note_progress: iters − start_iter tokens generated in this run
         self._first_token(req, end)
-        self.heap.push(self.iters + req.output_tokens - req.generated - 1, req.run_seq, req)
+        if self.spec is None:
+            self.heap.push(self.iters + req.output_tokens - req.generated - 1, req.run_seq, req)
+        else:  # the steps left; a rerun's last chunk is one of them (as a whole prefill's iteration is)
+            self.heap.push(self.iters + req.steps - req.spec_done - (1 if req.generated else 0), req.run_seq, req)
         self._next_done = self.heap.next_done()

@@ -57,7 +57,9 @@ A mixed iteration (prefill of new prompts while the others verify): the target's
 :meth:`~sim.models.perf.PerfModel.mixed_cost` with each decoder counted as k+1 decode
 tokens (its context read once per token: an upper bound on the KV bytes; mixed
 iterations are compute-bound by their prompts), plus the drafter's prefill of the new
-prompts and its k forwards for the decoders.
+prompts and its k forwards for the decoders. A chunked-prefill iteration is the same with
+the chunks as the new tokens (a chunk of m after c: Σ(m² + 2mc) and the c tokens' KV read
+by target and drafter alike, ``cached``): the drafter prefills the prompt chunk by chunk.
 """
 
 from __future__ import annotations

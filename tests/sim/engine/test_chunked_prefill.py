@@ -3,7 +3,7 @@ prefilled in four 2k-token chunks beside a decoding sequence, on a split deploym
 prefill replica then handed to the decode side, and a prompt with a cached prefix
 chunking only its missed tokens (docs/kv-reuse.md), all timed by hand from the catalog
 CSV rows; and the schema's refusal of a budget that decodes could fill and of chunking
-where it is not modelled."""
+where it is not modelled (chunks beside speculation: test_chunked_speculation.py)."""
 
 from __future__ import annotations
 
@@ -329,21 +329,28 @@ def test_a_host_tier_hit_is_copied_under_the_first_chunk(tmp_path, mode):
     assert c["ttft_s"] == pytest.approx(copy_s + hand_iteration_s(300, 10_540, 0, 0, model=L8, tp=1), rel=1e-9)
 
 
-@pytest.mark.parametrize("serves,spec,field_text", [
-    (["chat:decode"], False, "serves 'chat:decode'"),
-    (["chat"], True, "without speculation"),
+@pytest.mark.parametrize("serves,spec,chunk,field_text", [
+    (["chat:decode"], None, 512, "serves 'chat:decode'"),
+    (["chat"], {"method": "ngram", "draft_tokens": 2, "acceptance": 0.5}, 24,
+     "must exceed max_batch × (draft_tokens + 1) (=8 × 3 = 24)"),
+    (["chat:draft"], {"method": "draft_model", "draft_tokens": 2, "acceptance": 0.5, "draft_model": "llama-3.1-8b"},
+     512, "a draft pool's prefill runs in its target pools' iterations"),
 ])
-def test_chunking_where_it_is_not_modelled_is_refused(tmp_path, serves, spec, field_text):
-    """A decode pool prefills nothing, and chunks beside speculative verification steps are
-    not modelled: ``dcsim run`` exits 2 naming the field, no traceback, nothing written."""
+def test_chunking_where_it_is_not_modelled_is_refused(tmp_path, serves, spec, chunk, field_text):
+    """A decode pool prefills nothing; beside speculation a full batch's verifications take
+    max_batch × (k + 1) tokens of the budget, which must leave some for a chunk; a draft
+    pool's prefill is charged in its targets' (chunked) iterations: ``dcsim run`` exits 2
+    naming the field, no traceback, nothing written."""
     wl = {"kind": "autoregressive", "model": "llama-3.1-70b", "arrival": {"kind": "poisson", "rate_per_s": 1.0},
           "prompt_tokens": {"kind": "constant", "value": 100}, "output_tokens": {"kind": "constant", "value": 10}}
     if spec:
-        wl["speculation"] = {"method": "ngram", "draft_tokens": 2, "acceptance": 0.5}
+        wl["speculation"] = spec
     pools = [{"name": "p", "accelerator": "h100-sxm", "serves": serves, "replicas": 1, "tp": 4, "max_batch": 8,
-              "prefill_chunk_tokens": 512}]
+              "prefill_chunk_tokens": chunk}]
     if serves == ["chat:decode"]:
         pools.append({"name": "pre", "accelerator": "h100-sxm", "serves": ["chat:prefill"], "replicas": 1, "tp": 4})
+    if serves == ["chat:draft"]:
+        pools.append({"name": "target", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 1, "tp": 4})
     data = {"name": "bad", "seed": 1, "duration_s": 10, "warmup_s": 0, "workloads": {"chat": wl},
             "fleets": [{"name": "f", "pools": pools}]}
     path = tmp_path / "bad.yaml"

@@ -125,6 +125,31 @@ def test_chunked_prefill_scenarios_are_byte_identical_in_both_builds(source_engi
     assert digest(scenario) == source_engine.digest(scenario)
 
 
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("model,tp,memory,rate,spec", [
+    ("llama-3.1-8b", 1, 0.12, 40.0, {"method": "eagle", "draft_tokens": 3, "acceptance": [0.8, 0.6, 0.4], "head_vocab": 128_256}),
+    ("llama-3.1-70b", 2, 0.505, 6.0, {"method": "draft_model", "draft_tokens": 2, "acceptance": 0.7,
+                                "draft_model": "llama-3.1-8b"}),
+])
+def test_chunks_beside_speculation_are_byte_identical_in_both_builds(source_engine, mode, model, tp, memory, rate, spec):
+    """Chunked prefill beside speculating decodes (k + 1 tokens each from the budget, the
+    drafter's chunk prefill, the ⌊I·g⌋ KV growth set back at a last chunk), under KV
+    pressure (preemptions), in both builds."""
+    _require_compiled()
+    scenario = {
+        "name": "chunk-spec", "seed": 3, "duration_s": 20.0, "warmup_s": 0.0, "drain_s": 5.0, "engine": {"mode": mode},
+        "workloads": {"chat": {"kind": "autoregressive", "model": model, "speculation": spec,
+                               "arrival": {"kind": "poisson", "rate_per_s": rate},
+                               "prompt_tokens": {"kind": "lognormal", "median": 900, "sigma": 1.0, "max": 6000},
+                               "output_tokens": {"kind": "lognormal", "median": 150, "sigma": 0.8, "max": 800}}},
+        "fleets": [{"name": "f", "pools": [{"name": "p", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 2,
+                                            "tp": tp, "precision": "fp8", "max_batch": 16, "memory_utilization": memory,
+                                            "min_kv_tokens": 0,
+                                            "prefill_chunk_tokens": 16 * (spec["draft_tokens"] + 1) + 300}]}],
+    }
+    assert digest(scenario) == source_engine.digest(scenario)
+
+
 @diff_settings(8)
 @given(data=st.data())
 def test_chunked_prefill_with_a_prefix_cache_is_byte_identical_in_both_builds(source_engine, tmp_path_factory, data):

@@ -131,6 +131,9 @@ def test_remote_drafter_scenarios_agree_smoke(tmp_path_factory, data):
 
 def _chunked_check(data) -> None:
     req = check(data)
+    if any("prefill_chunk_tokens" in p and "speculation" in data["workloads"][p["serves"][0].partition(":")[0]]
+           for p in data["fleets"][0]["pools"]):
+        event("chunks beside speculation (verification steps, drafters)")
     budgets = [p["prefill_chunk_tokens"] - p.get("max_batch", 256)
                for p in data["fleets"][0]["pools"] if "prefill_chunk_tokens" in p]
     if any("prefill_chunk_tokens" in p and any(e.endswith(":prefill") for e in p["serves"])
@@ -147,7 +150,7 @@ def _chunked_check(data) -> None:
 @given(data=st.data())
 def test_chunked_prefill_scenarios_agree(tmp_path_factory, data):
     """Chunked prefill (pool prefill_chunk_tokens) on every co-located autoregressive pool
-    and split deployment's prefill pool without speculation, some under KV pressure: a
+    and split deployment's prefill pool, speculating or not, some under KV pressure: a
     prompt mid-prefill runs one iteration per timer in both modes, the decode stretches of
     fast mode resume after its last chunk, a prefill replica hands a prompt off at the end
     of its last chunk."""
@@ -161,6 +164,24 @@ def test_chunked_prefill_scenarios_agree(tmp_path_factory, data):
 def test_chunked_prefill_scenarios_agree_smoke(tmp_path_factory, data):
     base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
     _chunked_check(data.draw(chunked(base)))
+
+
+@pytest.mark.slow
+@diff_settings(60)
+@given(data=st.data())
+def test_chunked_prefill_with_a_remote_drafter_agrees(tmp_path_factory, data):
+    """Chunked prefill on the target pools of workloads whose draft model runs on a pool of
+    its own: the draft pool's prefill of each chunk and its forwards for the verifying
+    decodes are charged from the target's chunk iterations (both modes reach every one)."""
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
+    _chunked_check(data.draw(chunked(data.draw(remote_drafters(base)))))
+
+
+@diff_settings(6)
+@given(data=st.data())
+def test_chunked_prefill_with_a_remote_drafter_agrees_smoke(tmp_path_factory, data):
+    base = data.draw(scenarios(tmp_path_factory.mktemp("trace"), families=("ar",), max_workloads=2))
+    _chunked_check(data.draw(chunked(data.draw(remote_drafters(base)))))
 
 
 def _cached_check(data) -> None:
