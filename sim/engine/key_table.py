@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 """C tables keyed by prefix-block chain keys (:func:`traffic.prefix.chain_keys`: int64,
 >= 0), for the prefix caches (:mod:`sim.engine.prefix_cache`) and their pool's block
 index (the ``prefix_aware`` router, :class:`sim.engine.router.Router`).

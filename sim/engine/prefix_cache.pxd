@@ -8,16 +8,17 @@ cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
 
 @cython.final
 cdef class PrefixCache:
-    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, position
+    cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, used, position
     cdef public object capacity_blocks, shared
     cdef public KeyTable heads
     cdef public BlockIndex holders
     cdef public Py_ssize_t last
+    cdef public long long moves
     cdef long long[::1] skey, tier_cap, count, moved, traffic
     cdef int[::1] st
     @cython.locals(i=Py_ssize_t)
     cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
-    @cython.locals(old=Py_ssize_t, size=Py_ssize_t, i=Py_ssize_t, st='int[::1]', skey='long long[::1]')
+    @cython.locals(old=Py_ssize_t, size=Py_ssize_t, st='int[::1]', skey='long long[::1]')
     cdef _grow(self)
     @cython.locals(p=int, n=int)
     cdef inline void _unlink(self, Py_ssize_t s)
@@ -26,7 +27,7 @@ cdef class PrefixCache:
     @cython.locals(d=Py_ssize_t)
     cdef Py_ssize_t _child(self, Py_ssize_t p, long long key)
     @cython.locals(s=Py_ssize_t)
-    cdef Py_ssize_t _new_slot(self, key, Py_ssize_t p) except -1
+    cdef Py_ssize_t _new_slot(self, long long key, Py_ssize_t p) except -1
     @cython.locals(key=cython.longlong, p=Py_ssize_t)
     cdef _drop(self, Py_ssize_t s)
     @cython.locals(n=Py_ssize_t)
@@ -43,7 +44,7 @@ cdef class PrefixCache:
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)
     cdef _evict_oldest(self)
-    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, p=Py_ssize_t, cap=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, s=Py_ssize_t, p=Py_ssize_t, cap=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
     @cython.locals(i=Py_ssize_t, s=Py_ssize_t)
     cpdef release(self, Py_ssize_t last, Py_ssize_t held)

@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 """Prefix cache of one autoregressive replica: KV blocks kept after their request, keyed
 by the chain of block hashes, reused by later requests with the same prefix.
 
@@ -73,6 +74,8 @@ _SHARED = 3  # SHARED, a C constant when compiled
 _W = 8  # a slot's fields in ``st`` (class docstring)
 _REF, _TIER, _PREV, _NEXT, _UP, _DOWN, _KIDS, _HEAD = 0, 1, 2, 3, 4, 5, 6, 7
 _FREE = -1  # a free slot's tier
+_INT_BYTES = array("i").itemsize
+_KEY_BYTES = array("q").itemsize
 
 
 class PrefixCache:
@@ -96,7 +99,8 @@ class PrefixCache:
     :class:`sim.engine.key_table.KeyTable`). So the blocks a prefill computes join the cache as a path of chain
     children with no table probe (a new block has no children, so its successor cannot
     be held), and a lookup walks chain children, probing the table only where a block
-    has branches. Free slots are chained through their next link. No Python object per
+    has branches. Freed slots are chained through their next link (slots from ``used`` on
+    were never used). No Python object per
     block (a dict of this size per replica cost two cache misses per probe and a
     reallocation of its table every few thousand insertions).
 
@@ -122,7 +126,7 @@ class PrefixCache:
     """
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
-                 "st", "tier_cap", "count", "moved", "traffic", "n_refd", "evictable", "free", "size", "holders",
+                 "st", "tier_cap", "count", "moved", "traffic", "n_refd", "evictable", "free", "size", "used", "moves", "holders",
                  "position", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
@@ -135,12 +139,14 @@ class PrefixCache:
         self.count = array("q", [0] * _LISTS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
         self.moved = array("q", [0] * _MOVED)  # per lower tier: blocks the last acquire promoted from it
         self.traffic = array("q", [0] * _TRAFFIC)  # blocks moved between tiers so far, by :data:`TRAFFIC`
+        self.moves = 0  # the sum of ``traffic`` (one test tells whether anything moved)
         self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
         self.last = -1  # the slot of the last block the last acquire referenced (-1: none)
         self.free = -1  # first free slot (-1: none)
-        self.size = 0
+        self.size = 0  # slots allocated
+        self.used = _LISTS  # slots ever used (the sentinels first): those above are fresh
         self.skey = array("q")
         self.st = array("i")
         self._grow()
@@ -155,27 +161,22 @@ class PrefixCache:
         those held now included."""
         self.holders = holders
         self.position = position
-        for i in range(_LISTS, self.size):
+        for i in range(_LISTS, self.used):
             if self.st[_W * i + _TIER] != _FREE:
                 holders.add(self.skey[i], position)
 
     # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
-        """Twice the slots (at least 64), the new ones free: new arrays, never resized in
-        place (the compiled build holds typed views of them)."""
+        """Twice the slots (at least 64): new arrays holding the old ones' content (copied
+        as one block; never resized in place: the compiled build holds typed views of
+        them). The new slots lie above ``used``, never used yet: :meth:`_new_slot` takes
+        them in order once the free list is empty, so none is initialised here."""
         old = self.size
         size = max(64, 2 * old)
-        st = array("i", [0]) * (_W * size)
-        skey = array("q", [0]) * size
-        for i in range(_W * old):
-            st[i] = self.st[i]
-        for i in range(old):
-            skey[i] = self.skey[i]
-        for i in range(old, size):
-            st[_W * i + _NEXT] = i + 1
-            st[_W * i + _TIER] = _FREE
-        st[_W * (size - 1) + _NEXT] = self.free
-        self.free = old if old >= _LISTS else _LISTS  # slots below _LISTS are the sentinels
+        st = array("i", bytes(_INT_BYTES * _W * size))  # zeros (a repeated one-item array is copied item by item)
+        skey = array("q", bytes(_KEY_BYTES * size))
+        st[:_W * old] = self.st[:_W * old]
+        skey[:old] = self.skey[:old]
         self.st, self.skey = st, skey
         self.size = size
 
@@ -209,10 +210,14 @@ class PrefixCache:
     def _new_slot(self, key: int, p: int) -> int:
         """A slot for ``key`` (not held), referenced once in HBM, the child of slot ``p``
         (-1: a chain's first block)."""
-        if self.free < 0:
-            self._grow()
         s = self.free
-        self.free = self.st[_W * s + _NEXT]
+        if s >= 0:
+            self.free = self.st[_W * s + _NEXT]
+        else:  # a slot never used
+            if self.used == self.size:
+                self._grow()
+            s = self.used
+            self.used += 1
         self.st[_W * s + _REF] = 1
         self.st[_W * s + _TIER] = 0
         self.st[_W * s + _UP] = p
@@ -320,6 +325,7 @@ class PrefixCache:
         self.last = p
         for t in range(1, _MOVED):
             self.traffic[_PROMOTED + t] += self.moved[t]
+            self.moves += self.moved[t]
         return n
 
     def moved_from(self, t: int) -> int:
@@ -343,6 +349,7 @@ class PrefixCache:
                 self._push_back(t, s)
                 self.count[t] += 1
                 self.traffic[t - 1] += 1
+                self.moves += 1
                 if self.count[t] <= cap:
                     return
                 s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
@@ -353,10 +360,13 @@ class PrefixCache:
             put = self.shared.put(self.skey[s])
             if put:
                 self.traffic[_SHARED - 1] += 1
+                self.moves += 1
             if put == 2:
                 self.traffic[_DROPPED] += 1
+                self.moves += 1
         else:
             self.traffic[_DROPPED] += 1
+            self.moves += 1
         self._drop(s)
 
     def _evict_oldest(self) -> None:

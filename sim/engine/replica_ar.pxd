@@ -1,11 +1,12 @@
 # C types for replica_ar.py when compiled (see setup.py); the logic is in replica_ar.py.
 cimport cython
 
-cdef Py_ssize_t PREFILL, DECODE, SPEC_DEN  # C constants (module globals would be dict lookups)
+cdef Py_ssize_t PREFILL, DECODE, SPEC_DEN, _HOST, _SSD, _SHARED, _N_TRAFFIC  # C constants (module globals would be dict lookups)
 from sim.engine.completion_heap cimport CompletionHeap
 from sim.engine.prefix_cache cimport PrefixCache
 from sim.engine.request cimport Request
 from sim.engine.router cimport _MinIndex
+from sim.engine.run cimport RunContext
 from sim.engine.timer cimport TimerDriven
 from sim.models.perf cimport DecodeLine, decode_stretch_iterations_done, decode_stretch_time_s
 from sim.models.speculation cimport SpecPlan
@@ -26,6 +27,9 @@ cdef class ARReplica(TimerDriven):
     cdef public Py_ssize_t role, gnum, pinned, n_loading, cache_block
     cdef public PrefixCache prefix
     cdef long long[::1] _traffic_seen
+    cdef long long _moves_seen
+    cdef long long[::1] _prefill_tokens, _tier_blocks
+    cdef double[::1] _prefill_saved
     cdef public Py_ssize_t chunk, _pending_w
     cdef public list _pending
     cdef public bint _busy, _cuttable, _inflight
@@ -79,10 +83,9 @@ cdef class ARReplica(TimerDriven):
     cpdef _cache_commit(self, Request req)
     @cython.locals(room=Py_ssize_t, n=Py_ssize_t, pages=Py_ssize_t)
     cpdef _cache_trim(self)
-    @cython.locals(run=object, now=double, counted=bint, seen='long long[::1]', cache=PrefixCache, i=Py_ssize_t, v=cython.longlong)
-    @cython.locals(cache=PrefixCache, i=Py_ssize_t, v=cython.longlong, counted=bint, now=double)
+    @cython.locals(run=RunContext, cache=PrefixCache, i=Py_ssize_t, v=cython.longlong, counted=bint, now=double)
     cpdef _cache_traffic(self)
-    @cython.locals(c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t, g=Py_ssize_t)
+    @cython.locals(run=RunContext, c=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, saved=double, h=Py_ssize_t, d=Py_ssize_t, g=Py_ssize_t)
     cpdef _cache_first(self, Request req, double end)
     cdef inline double _prefill_flops(self, double new_tokens, double new_tokens_sq)
     cpdef _cut(self)

@@ -116,6 +116,7 @@ from sim.engine.timer import TimerDriven, replica_clock, replica_priority
 
 PREFILL, DECODE = 1, 2
 SPEC_DEN = GROWTH_DEN  # a C constant when compiled (replica_ar.pxd)
+_HOST, _SSD, _SHARED, _N_TRAFFIC = HOST, SSD, SHARED, len(TRAFFIC)  # C constants when compiled
 ROLES = {"": 0, "prefill": PREFILL, "decode": DECODE, "draft": 0}  # draft: never routed to (its work is in its targets' steps)
 
 
@@ -138,7 +139,7 @@ class ARReplica(TimerDriven):
         "listeners", "max_batch", "max_prefill_tokens", "n_running", "outstanding", "perf", "pool",
         "residues", "run", "next_seq", "sum_offsets", "waiting", "watermark_blocks",
         "role", "spec", "gnum", "pinned", "n_loading", "loading", "releases", "_wake", "prefix", "cache_block", "host_bytes_per_s", "ssd_bytes_per_s", "ssd_latency_s",
-        "shared_bytes_per_s", "shared_latency_s", "_traffic_seen", "linear_flops_per_token", "prefill_attn_flops_per_pair",
+        "shared_bytes_per_s", "shared_latency_s", "_traffic_seen", "_moves_seen", "_prefill_tokens", "_prefill_saved", "_tier_blocks", "linear_flops_per_token", "prefill_attn_flops_per_pair",
         "prefill_window_attn_flops_per_token",
         "chunk", "_pending", "_pending_w"
     )
@@ -225,6 +226,10 @@ class ARReplica(TimerDriven):
         self.host_bytes_per_s = self.ssd_bytes_per_s = self.ssd_latency_s = 0.0
         self.shared_bytes_per_s = self.shared_latency_s = 0.0
         self._traffic_seen = array("q", [0] * len(TRAFFIC))  # the cache's traffic counters at the last change
+        self._moves_seen = 0  # their sum then (PrefixCache.moves)
+        stats = pool.stats  # its cache counters, added to in place (sim.engine.run.PoolStats)
+        self._prefill_tokens, self._prefill_saved, self._tier_blocks = (stats.prefill_tokens, stats.prefill_saved,
+                                                                        stats.kv_tier_blocks)
         if pc is not None and self.role != DECODE:
             self.prefix = PrefixCache(pc.block_tokens, pc.block_tokens // self.block, pc.capacity_blocks, pc.host_blocks,
                                       pc.ssd_blocks, pool.shared_kv)
@@ -561,9 +566,9 @@ class ARReplica(TimerDriven):
                 hit = self.prefix.acquire(keys, usable)
                 req.cache_last = self.prefix.last
                 self._cache_traffic()
-            req.cache_host = self.prefix.moved_from(HOST) if hit else 0
-            req.cache_ssd = self.prefix.moved_from(SSD) if hit else 0
-            req.cache_shared = self.prefix.moved_from(SHARED) if hit else 0
+            req.cache_host = self.prefix.moved_from(_HOST) if hit else 0
+            req.cache_ssd = self.prefix.moved_from(_SSD) if hit else 0
+            req.cache_shared = self.prefix.moved_from(_SHARED) if hit else 0
         req.cache_hit = req.cache_held = hit
         if self.prefix.evictable:
             self._cache_trim()
@@ -578,7 +583,7 @@ class ARReplica(TimerDriven):
         room = self.cap_blocks - self.pinned
         n = self.n_running
         pages = self.prefix.evictable * self.prefix.pages_per_block
-        if pages <= room - math.floor((self.sum_offsets + n * self._kv(self.iters)) / self.block + n):
+        if pages <= room - ((self.sum_offsets + n * self._kv(self.iters)) // self.block + n):  # ⌊x/B + n⌋, in integers
             return
         self.prefix.trim_pages(room - self.blocks_used(self.iters))
         self._cache_traffic()
@@ -610,15 +615,18 @@ class ARReplica(TimerDriven):
         ``kv_tier_blocks`` if now is in the measurement window [start, end) (the window
         of busy time, FLOP and bytes: traffic / window = a mean rate). Both engine modes
         change the cache at the same instants (:meth:`_cache_trim`)."""
+        cache = self.prefix
+        if cache.moves == self._moves_seen:
+            return  # nothing moved since the last change (most admissions of a cache not yet full)
+        self._moves_seen = cache.moves
         run = self.run
         now = self.env._now
         counted = run.window_start_s <= now < run.window_end_s
-        cache = self.prefix
-        for i in range(len(TRAFFIC)):  # self._traffic_seen, not a local: a local typed view costs two atomic operations
+        for i in range(_N_TRAFFIC):  # self._traffic_seen, not a local: a local typed view costs two atomic operations
             v = cache.traffic_blocks(i)
             if v != self._traffic_seen[i]:
                 if counted:
-                    self.pool.stats.kv_tier_blocks[i] += v - self._traffic_seen[i]
+                    self._tier_blocks[i] += v - self._traffic_seen[i]
                 self._traffic_seen[i] = v
 
     def _cache_first(self, req: Request, end: float) -> None:
@@ -635,13 +643,12 @@ class ARReplica(TimerDriven):
                                            - self._prefill_flops(m, float(m) * m + 2.0 * m * c))
         run = self.run
         if run.window_start_s <= end < run.window_end_s:  # the prefill's end (fast mode reaches it later)
-            stats = self.pool.stats
-            stats.prefill_prompt_tokens += n
-            stats.prefill_cached_tokens += c
-            stats.prefill_flops_saved += saved
-            stats.prefill_host_tokens += h
-            stats.prefill_ssd_tokens += d
-            stats.prefill_shared_tokens += g
+            self._prefill_tokens[0] += n  # the pool's PoolStats.prefill_tokens, by PREFILL_TOKENS
+            self._prefill_tokens[1] += c
+            self._prefill_tokens[2] += h
+            self._prefill_tokens[3] += d
+            self._prefill_tokens[4] += g
+            self._prefill_saved[0] += saved
 
     # --- split deployments -----------------------------------------------------------
     def _reserve_now(self, req: Request) -> bool:

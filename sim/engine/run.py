@@ -5,6 +5,7 @@ Nothing here is module- or class-level: two runs in one process cannot interfere
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import simpy
@@ -20,6 +21,12 @@ def events_processed(env: simpy.Environment) -> int:
     return scheduled - len(env._queue)  # noqa: SLF001
 
 
+PREFILL_TOKENS = ("prompt", "cached", "host", "ssd", "shared")
+"""The entries of ``PoolStats.prefill_tokens``: the first prefills' prompt tokens, their
+cached tokens, and of those the ones copied from host memory, read from the SSD tier and
+read from the pool's shared store."""
+
+
 @dataclass(slots=True)
 class PoolStats:
     """Accumulated over the measurement window [window_start_s, window_end_s) for one pool
@@ -32,16 +39,40 @@ class PoolStats:
     hbm_peak_bytes: float = 0.0
     iterations: int = 0
     busy_total_s: float = 0.0  # over the whole run, for energy/cost
-    # a prefix cache: first prefills ending in the window, their prompt and cached tokens, FLOP saved
-    prefill_prompt_tokens: int = 0
-    prefill_cached_tokens: int = 0
-    prefill_flops_saved: float = 0.0
-    prefill_host_tokens: int = 0  # of the cached tokens, those copied back from host memory
-    prefill_ssd_tokens: int = 0  # of the cached tokens, those read back from the SSD tier
-    prefill_shared_tokens: int = 0  # of the cached tokens, those read from the pool's shared store
+    # a prefix cache: first prefills ending in the window, their tokens by PREFILL_TOKENS and the
+    # prefill FLOP they saved (C arrays the pool's replicas add to: ARReplica._cache_first)
+    prefill_tokens: array = field(default_factory=lambda: array("q", [0] * len(PREFILL_TOKENS)))
+    prefill_saved: array = field(default_factory=lambda: array("d", [0.0]))
     # a prefix cache: blocks moved between its tiers at instants in the window, by
     # sim.engine.prefix_cache.TRAFFIC (all replicas; ARReplica._cache_traffic)
-    kv_tier_blocks: list = field(default_factory=lambda: [0] * len(TRAFFIC))
+    kv_tier_blocks: array = field(default_factory=lambda: array("q", [0] * len(TRAFFIC)))
+
+    @property
+    def prefill_prompt_tokens(self) -> int:
+        return self.prefill_tokens[0]
+
+    @property
+    def prefill_cached_tokens(self) -> int:
+        return self.prefill_tokens[1]
+
+    @property
+    def prefill_host_tokens(self) -> int:
+        """Of the cached tokens, those copied back from host memory."""
+        return self.prefill_tokens[2]
+
+    @property
+    def prefill_ssd_tokens(self) -> int:
+        """Of the cached tokens, those read back from the SSD tier."""
+        return self.prefill_tokens[3]
+
+    @property
+    def prefill_shared_tokens(self) -> int:
+        """Of the cached tokens, those read from the pool's shared store."""
+        return self.prefill_tokens[4]
+
+    @property
+    def prefill_flops_saved(self) -> float:
+        return self.prefill_saved[0]
 
 
 class RunContext:
