@@ -236,9 +236,21 @@ def _split_route(pools: list[PoolPlan], w: int, name: str, wl, kind) -> Workload
     every pair (the scenario checked that both sides exist)."""
     prefill = tuple(p.index for p in pools if "prefill" in p.stages.get(w, ()))
     decode = tuple(p.index for p in pools if "decode" in p.stages.get(w, ()))
-    links = {(a, b): kv_link(_kv_end(pools[a]), _kv_end(pools[b]), pools[a].perf.model, pools[a].perf.kv_precision)
+    links = {(a, b): kv_link(_kv_end(pools[a]), _kv_end(pools[b]), pools[a].perf.model, pools[a].perf.kv_precision,
+                             _local_drafter(pools[b]))
              for a in prefill for b in decode}
     return WorkloadRoute(w, name, wl, kind, prefill, decode=decode, kv_links=MappingProxyType(links))
+
+
+def _local_drafter(pool: PoolPlan):
+    """The drafter model whose KV of the prompt a decode pool receives with the target's:
+    the one its replicas run themselves (a draft model or a head); None without
+    speculation, for n-gram drafting (no KV) and for a drafter on a pool of its own (the
+    draft pool prefills the prompt itself, :mod:`sim.models.speculation`)."""
+    spec = pool.spec
+    if spec is None or spec.remote is not None or spec.draft is None:
+        return None
+    return spec.draft.model
 
 
 def _kv_end(pool: PoolPlan) -> KVEnd:

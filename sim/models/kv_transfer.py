@@ -4,7 +4,13 @@ prefill replica that computed it to the decode replica that continues the sequen
 Bytes: the prompt's tokens x the model's KV bytes per token in the KV precision
 (:meth:`fleets.catalog.Model.kv_bytes_per_token`), times the copies the *decode* layout
 keeps (:func:`sim.models.parallelism.kv_replication`: a decode TP group wider than the KV
-heads keeps one copy per shard, and every shard receives its own).
+heads keeps one copy per shard, and every shard receives its own). When the workload
+speculates with a drafter that keeps a KV cache of its own (a draft model, an EAGLE-style
+head, MTP heads) and the decode replica runs it locally, the drafter's KV of the prompt
+(computed by the prefill replica alongside the target's) moves too: the drafter's KV bytes
+per token at the same KV precision, times the copies the decode layout keeps of *its* KV
+heads, are added to every token (a drafter on a pool of its own: nothing more moves, the
+draft pool prefills the prompt itself, :mod:`sim.models.speculation`).
 
 Link (the same rule as a pipeline hand-off, :func:`sim.engine.journey.transfer_s`): the
 scale-up link (NVLink, Infinity Fabric ...) when both pools share a ``domain`` label and
@@ -28,7 +34,7 @@ from p0 to p1 = p0 + T_p) and the layers go one after the other, T_β/L each (T_
 from ``ready`` (when the decode side reserved its blocks) on; the last one leaves at the
 largest of ``max(ready, p0 + T_p/L) + T_β`` (the link busy from the first layer on) and
 ``p1 + T_β/L`` (the last layer waits for its compute), the maximum of a linear sequence
-being at an end. Both assume η = 1 of the
+being at an end (the drafter's KV, when it moves, is spread over the same L layers). Both assume η = 1 of the
 link's bandwidth (ASSUMED, as :func:`sim.models.parallelism.scaleout_link`) and no
 contention with other traffic on the NICs.
 """
@@ -118,9 +124,11 @@ class KVLink:
         return done, moved, self.latency_s + wire
 
 
-def kv_link(source: KVEnd, target: KVEnd, model: Model, kv_precision: str) -> KVLink:
+def kv_link(source: KVEnd, target: KVEnd, model: Model, kv_precision: str,
+            draft: Model | None = None) -> KVLink:
     """The link the KV cache of ``model`` (stored at ``kv_precision``) takes from a replica
-    laid out as ``source`` to one laid out as ``target`` (module docstring).
+    laid out as ``source`` to one laid out as ``target`` (module docstring); ``draft``: the
+    drafter whose KV of the prompt moves with it (None: none moves).
 
     Raises:
         UserError: an unknown KV precision."""
@@ -134,4 +142,6 @@ def kv_link(source: KVEnd, target: KVEnd, model: Model, kv_precision: str) -> KV
         latency = max(a.scaleout_latency_s, b.scaleout_latency_s)
         bw = min(a.scaleout_bw_bytes_per_s, b.scaleout_bw_bytes_per_s)
     per_token = model.kv_bytes_per_token(kv_precision) * kv_replication(model, target.tp)
+    if draft is not None:
+        per_token += draft.kv_bytes_per_token(kv_precision) * kv_replication(draft, target.tp)
     return KVLink(link, latency, bw, min(source.accelerators, target.accelerators), per_token, model.layers or 1)
