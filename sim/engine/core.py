@@ -40,7 +40,7 @@ from sim.engine.replica_service import ServiceReplica
 from sim.engine.replica_step import StepReplica
 from sim.engine.request import STATUS_NAMES, Request
 from sim.engine.router import Router
-from sim.engine.run import RunContext, events_processed
+from sim.engine.run import PREFILL_TOKENS, RunContext, events_processed
 from sim.engine.timer import Rearmable
 from sim.errors import PlacementError
 from sim.fleet_plan import FleetPlan, RunWindow, WorkloadRoute, resolve_fleet
@@ -607,11 +607,12 @@ def _pools_frame(pools: list[Pool], fleet: str) -> pd.DataFrame:
             }
         )
         if getattr(p.config, "prefix_cache", None) is not None:
-            rows[-1].update(prefill_prompt_tokens=s.prefill_prompt_tokens,
-                            prefill_cached_tokens=s.prefill_cached_tokens, prefill_flops_saved=s.prefill_flops_saved,
-                            prefill_host_tokens=s.prefill_host_tokens, prefill_ssd_tokens=s.prefill_ssd_tokens)
+            tokens = dict(zip(PREFILL_TOKENS, s.prefill_tokens))
+            rows[-1].update(prefill_prompt_tokens=tokens["prompt"], prefill_cached_tokens=tokens["cached"],
+                            prefill_flops_saved=s.prefill_saved[0], prefill_host_tokens=tokens["host"],
+                            prefill_ssd_tokens=tokens["ssd"])
             if p.shared_kv is not None:
-                rows[-1].update(prefill_shared_tokens=s.prefill_shared_tokens)
+                rows[-1].update(prefill_shared_tokens=tokens["shared"])
             rows[-1].update({f"kv_{name}_blocks": n for name, n in zip(TRAFFIC, s.kv_tier_blocks)
                              if p.shared_kv is not None or not name.endswith("_shared")})
     return pd.DataFrame(rows)

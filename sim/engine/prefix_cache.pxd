@@ -40,6 +40,7 @@ cdef class PrefixCache:
     cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     cpdef long long traffic_blocks(self, Py_ssize_t i)
+    cdef inline void _count(self, Py_ssize_t i)
     @cython.locals(cap=cython.longlong, put=Py_ssize_t)
     cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
     @cython.locals(s=Py_ssize_t)

@@ -337,6 +337,11 @@ class PrefixCache:
         """Blocks counted so far in entry ``i`` of :data:`TRAFFIC`."""
         return self.traffic[i]
 
+    def _count(self, i: int) -> None:
+        """One block moved, counted in entry ``i`` of :data:`TRAFFIC` (and in ``moves``)."""
+        self.traffic[i] += 1
+        self.moves += 1
+
     def _demote(self, s: int, t: int) -> None:
         """Slot ``s`` (unlinked, unreferenced) goes to the first lower tier from ``t`` on
         that exists, as its most recent block; a tier over its capacity passes its least
@@ -348,8 +353,7 @@ class PrefixCache:
                 self.st[_W * s + _TIER] = t
                 self._push_back(t, s)
                 self.count[t] += 1
-                self.traffic[t - 1] += 1
-                self.moves += 1
+                self._count(t - 1)
                 if self.count[t] <= cap:
                     return
                 s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
@@ -359,14 +363,11 @@ class PrefixCache:
         if self.shared is not None:
             put = self.shared.put(self.skey[s])
             if put:
-                self.traffic[_SHARED - 1] += 1
-                self.moves += 1
+                self._count(_SHARED - 1)
             if put == 2:
-                self.traffic[_DROPPED] += 1
-                self.moves += 1
+                self._count(_DROPPED)
         else:
-            self.traffic[_DROPPED] += 1
-            self.moves += 1
+            self._count(_DROPPED)
         self._drop(s)
 
     def _evict_oldest(self) -> None:

@@ -47,33 +47,6 @@ class PoolStats:
     # sim.engine.prefix_cache.TRAFFIC (all replicas; ARReplica._cache_traffic)
     kv_tier_blocks: array = field(default_factory=lambda: array("q", [0] * len(TRAFFIC)))
 
-    @property
-    def prefill_prompt_tokens(self) -> int:
-        return self.prefill_tokens[0]
-
-    @property
-    def prefill_cached_tokens(self) -> int:
-        return self.prefill_tokens[1]
-
-    @property
-    def prefill_host_tokens(self) -> int:
-        """Of the cached tokens, those copied back from host memory."""
-        return self.prefill_tokens[2]
-
-    @property
-    def prefill_ssd_tokens(self) -> int:
-        """Of the cached tokens, those read back from the SSD tier."""
-        return self.prefill_tokens[3]
-
-    @property
-    def prefill_shared_tokens(self) -> int:
-        """Of the cached tokens, those read from the pool's shared store."""
-        return self.prefill_tokens[4]
-
-    @property
-    def prefill_flops_saved(self) -> float:
-        return self.prefill_saved[0]
-
 
 class RunContext:
     """Owns one run: ``env``, ``exact`` mode flag, the measurement window, a counter of

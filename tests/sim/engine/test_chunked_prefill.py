@@ -132,11 +132,18 @@ def test_bad_chunk_budget_is_refused(tmp_path, chunk, field_text):
             "fleets": [{"name": "f", "pools": [{"name": "p", "accelerator": "h100-sxm", "serves": ["chat"],
                                                 "replicas": 1, "tp": 4, "max_batch": 8,
                                                 "prefill_chunk_tokens": chunk}]}]}
+    _assert_run_refused(tmp_path, data, "prefill_chunk_tokens", field_text)
+
+
+def _assert_run_refused(tmp_path, data: dict, *texts: str) -> None:
+    """``dcsim run`` of scenario ``data`` exits 2 with every one of ``texts`` in its
+    message, no traceback, and writes nothing."""
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
     out = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")])
     assert out.exit_code == 2, out.output
-    assert "prefill_chunk_tokens" in out.output and field_text in out.output
+    for text in texts:
+        assert text in out.output
     assert "Traceback" not in out.output
     assert not (tmp_path / "out").exists()
 
@@ -353,10 +360,4 @@ def test_chunking_where_it_is_not_modelled_is_refused(tmp_path, serves, spec, ch
         pools.append({"name": "target", "accelerator": "h100-sxm", "serves": ["chat"], "replicas": 1, "tp": 4})
     data = {"name": "bad", "seed": 1, "duration_s": 10, "warmup_s": 0, "workloads": {"chat": wl},
             "fleets": [{"name": "f", "pools": pools}]}
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(data))
-    out = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")])
-    assert out.exit_code == 2, out.output
-    assert "fleets.0.pools.0.prefill_chunk_tokens" in out.output and field_text in out.output
-    assert "Traceback" not in out.output
-    assert not (tmp_path / "out").exists()
+    _assert_run_refused(tmp_path, data, "fleets.0.pools.0.prefill_chunk_tokens", field_text)
