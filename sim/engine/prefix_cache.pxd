@@ -2,7 +2,7 @@
 cimport cython
 from sim.engine.key_table cimport BlockIndex, KeyTable
 
-cdef Py_ssize_t _LISTS, _MOVED, _SHARED, _TRAFFIC, _DROPPED, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
+cdef Py_ssize_t _TIERS, _HOST, _SSD, _MOVED, _SHARED, _TRAFFIC, _DROPPED, _PROMOTED, _W, _REF, _TIER, _PREV, _NEXT  # C constants (module globals would be dict lookups)
 cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
 
 
@@ -14,7 +14,7 @@ cdef class PrefixCache:
     cdef public BlockIndex holders
     cdef public Py_ssize_t last
     cdef public long long moves
-    cdef long long[::1] skey, tier_cap, count, moved, traffic
+    cdef long long[::1] skey, tier_cap, count, edge, moved, traffic
     cdef int[::1] st
     @cython.locals(i=Py_ssize_t)
     cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
@@ -23,7 +23,7 @@ cdef class PrefixCache:
     @cython.locals(p=int, n=int)
     cdef inline void _unlink(self, Py_ssize_t s)
     @cython.locals(last=int)
-    cdef inline void _push_back(self, Py_ssize_t t, Py_ssize_t s)
+    cdef inline void _push_back(self, Py_ssize_t s)
     @cython.locals(d=Py_ssize_t)
     cdef Py_ssize_t _child(self, Py_ssize_t p, long long key)
     @cython.locals(s=Py_ssize_t)
@@ -41,9 +41,8 @@ cdef class PrefixCache:
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     cpdef long long traffic_blocks(self, Py_ssize_t i)
     cdef inline void _count(self, Py_ssize_t i)
-    @cython.locals(cap=cython.longlong, put=Py_ssize_t)
-    cdef _demote(self, Py_ssize_t s, Py_ssize_t t)
-    @cython.locals(s=Py_ssize_t)
+    @cython.locals(cap=cython.longlong, put=Py_ssize_t, t=Py_ssize_t, below=Py_ssize_t)
+    cdef _demote(self, Py_ssize_t s)
     cdef _evict_oldest(self)
     @cython.locals(i=Py_ssize_t, s=Py_ssize_t, p=Py_ssize_t, cap=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
@@ -52,3 +51,5 @@ cdef class PrefixCache:
     @cython.locals(keep=Py_ssize_t)
     cpdef trim_pages(self, Py_ssize_t free_pages)
     cpdef Py_ssize_t tier_blocks(self, Py_ssize_t t)
+    @cython.locals(s=Py_ssize_t, t=Py_ssize_t, i=Py_ssize_t)
+    cpdef list lru_order(self)

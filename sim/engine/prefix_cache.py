@@ -52,7 +52,7 @@ from array import array
 from sim.engine.key_table import BlockIndex, KeyTable
 
 HOST, SSD = 1, 2
-"""The lower local tiers, by list number (list 0 holds the evictable HBM blocks)."""
+"""The lower local tiers, by number (tier 0: HBM)."""
 SHARED = 3
 """The pool's shared store, by its entry in ``PrefixCache.moved`` (it has no list here)."""
 TRAFFIC = ("demoted_host", "demoted_ssd", "written_shared", "dropped", "promoted_host", "promoted_ssd",
@@ -68,7 +68,8 @@ promotion from it."""
 _TRAFFIC = 7
 _DROPPED = 3  # TRAFFIC[_DROPPED]
 _PROMOTED = 3  # TRAFFIC[_PROMOTED + t]: promoted from tier t (HOST, SSD, SHARED)
-_LISTS = 3  # LRU lists: evictable HBM, host DRAM, local SSD
+_TIERS = 3  # local tiers: HBM, host DRAM, local SSD
+_HOST, _SSD = 1, 2  # HOST, SSD as C constants when compiled
 _MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
 _SHARED = 3  # SHARED, a C constant when compiled
 _W = 8  # a slot's fields in ``st`` (class docstring)
@@ -83,10 +84,8 @@ class PrefixCache:
 
     Every block held has a slot; ``st`` holds per slot, in ``_W`` consecutive C ints, its
     references (running requests holding it; only an HBM block is referenced), its tier
-    (0 HBM, :data:`HOST`, :data:`SSD`; ``_FREE`` for a free slot), its links in the
-    least-recently-used list of its tier (doubly linked, circular through the sentinel
-    slots 0..2: slot t heads list t; list 0 holds the evictable HBM blocks), and its
-    place in the chains: its parent (the slot of the block before it in its chain, -1
+    (0 HBM, :data:`HOST`, :data:`SSD`; ``_FREE`` for a free slot), its links in the LRU
+    list (below), and its place in the chains: its parent (the slot of the block before it in its chain, -1
     for a chain's first block), its chain child (one child found through it, -1: none),
     how many of its children are held, and whether it is a head; ``skey`` its key.
     A request's blocks are a path, so it keeps only the slot of its last one (released
@@ -111,6 +110,16 @@ class PrefixCache:
     (the order of recency runs unbroken through the tiers, the referenced blocks on top).
     :meth:`_drop` checks it.
 
+    So the unreferenced blocks of all tiers are one least-recently-used list (doubly
+    linked, circular through the sentinel slot 0), least recent first: those on local
+    SSD, then those in host DRAM, then the evictable HBM blocks; ``edge[t]`` is the slot
+    of the last block of tiers t and below (t = :data:`HOST`, :data:`SSD`; 0, the
+    sentinel, while they hold none; ``edge[3]`` stays 0). A block demoted from a tier
+    to the next keeps its place in the list: the edges between them move past it, and
+    only its tier changes (one slot written, no links); a promotion (a hit below HBM)
+    or a block leaving the replica unlinks it, and an edge at it moves to its
+    predecessor. :meth:`lru_order` walks the list and checks the edges.
+
     With ``holders`` (its pool's :class:`sim.engine.key_table.BlockIndex`, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
     leaves this replica (in any tier) sets or clears the replica's bit (``position``) there.
@@ -126,7 +135,7 @@ class PrefixCache:
     """
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
-                 "st", "tier_cap", "count", "moved", "traffic", "n_refd", "evictable", "free", "size", "used", "moves", "holders",
+                 "st", "tier_cap", "count", "edge", "moved", "traffic", "n_refd", "evictable", "free", "size", "used", "moves", "holders",
                  "position", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
@@ -135,8 +144,9 @@ class PrefixCache:
         self.pages_per_block = pages_per_block
         self.capacity_blocks = capacity_blocks
         self.cap = -1 if capacity_blocks is None else capacity_blocks
-        self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per list: most blocks (list 0: unused)
-        self.count = array("q", [0] * _LISTS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
+        self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per tier: most blocks (tier 0: unused)
+        self.count = array("q", [0] * _TIERS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
+        self.edge = array("q", [0] * (_TIERS + 1))  # per tier t > 0: the LRU list's last slot of tiers >= t (class docstring)
         self.moved = array("q", [0] * _MOVED)  # per lower tier: blocks the last acquire promoted from it
         self.traffic = array("q", [0] * _TRAFFIC)  # blocks moved between tiers so far, by :data:`TRAFFIC`
         self.moves = 0  # the sum of ``traffic`` (one test tells whether anything moved)
@@ -146,12 +156,10 @@ class PrefixCache:
         self.last = -1  # the slot of the last block the last acquire referenced (-1: none)
         self.free = -1  # first free slot (-1: none)
         self.size = 0  # slots allocated
-        self.used = _LISTS  # slots ever used (the sentinels first): those above are fresh
+        self.used = 1  # slots ever used (the sentinel first): those above are fresh
         self.skey = array("q")
         self.st = array("i")
-        self._grow()
-        for t in range(_LISTS):  # the sentinels: empty circular lists
-            self.st[_W * t + _PREV] = self.st[_W * t + _NEXT] = t
+        self._grow()  # the sentinel, slot 0: an empty circular list (its links 0)
         self.heads = KeyTable()
         self.holders = None
         self.position = -1
@@ -161,7 +169,7 @@ class PrefixCache:
         those held now included."""
         self.holders = holders
         self.position = position
-        for i in range(_LISTS, self.used):
+        for i in range(1, self.used):
             if self.st[_W * i + _TIER] != _FREE:
                 holders.add(self.skey[i], position)
 
@@ -181,17 +189,22 @@ class PrefixCache:
         self.size = size
 
     def _unlink(self, s: int) -> None:
+        """``s`` leaves the LRU list; an edge at ``s`` moves to its predecessor."""
         p, n = self.st[_W * s + _PREV], self.st[_W * s + _NEXT]
         self.st[_W * p + _NEXT] = n
         self.st[_W * n + _PREV] = p
+        if self.edge[_HOST] == s:
+            self.edge[_HOST] = p
+        if self.edge[_SSD] == s:
+            self.edge[_SSD] = p
 
-    def _push_back(self, t: int, s: int) -> None:
-        """``s`` becomes the most recent block of list ``t``."""
-        last = self.st[_W * t + _PREV]
+    def _push_back(self, s: int) -> None:
+        """``s`` becomes the most recent block of the LRU list (an evictable HBM block)."""
+        last = self.st[_PREV]
         self.st[_W * last + _NEXT] = s
         self.st[_W * s + _PREV] = last
-        self.st[_W * s + _NEXT] = t
-        self.st[_W * t + _PREV] = s
+        self.st[_W * s + _NEXT] = 0
+        self.st[_PREV] = s
 
     def _child(self, p: int, key: int) -> int:
         """The slot of ``key``, whose parent in its chain is held in slot ``p`` (-1: ``key``
@@ -342,24 +355,30 @@ class PrefixCache:
         self.traffic[i] += 1
         self.moves += 1
 
-    def _demote(self, s: int, t: int) -> None:
-        """Slot ``s`` (unlinked, unreferenced) goes to the first lower tier from ``t`` on
-        that exists, as its most recent block; a tier over its capacity passes its least
-        recent block on the same way; past the last tier a block is dropped (put in the
-        pool's shared store when there is one). Each move is counted in ``traffic``."""
-        while t < _LISTS:
+    def _demote(self, s: int) -> None:
+        """Slot ``s``, the least recent evictable HBM block (left ``evictable``), goes to
+        the first lower tier that exists, as its most recent block: ``s`` stays in the LRU
+        list and the edges above it move past it (class docstring); a tier over its
+        capacity passes its least recent block on the same way; past the last tier a block
+        is dropped (put in the pool's shared store when there is one). Each move is
+        counted in ``traffic``."""
+        t = _HOST
+        below = _HOST  # the first edge the block passes
+        while t < _TIERS:
             cap = self.tier_cap[t]
             if cap > 0:
                 self.st[_W * s + _TIER] = t
-                self._push_back(t, s)
+                while below <= t:
+                    self.edge[below] = s
+                    below += 1
                 self.count[t] += 1
                 self._count(t - 1)
                 if self.count[t] <= cap:
                     return
-                s = self.st[_W * t + _NEXT]  # the tier's least recent block moves on
-                self._unlink(s)
+                s = self.st[_W * self.edge[t + 1] + _NEXT]  # the tier's least recent block moves on
                 self.count[t] -= 1
             t += 1
+        self._unlink(s)
         if self.shared is not None:
             put = self.shared.put(self.skey[s])
             if put:
@@ -372,10 +391,8 @@ class PrefixCache:
 
     def _evict_oldest(self) -> None:
         """Evict the least recently used evictable HBM block (demoted: :meth:`_demote`)."""
-        s = self.st[_NEXT]  # list 0's head
-        self._unlink(s)
         self.evictable -= 1
-        self._demote(s, HOST)
+        self._demote(self.st[_W * self.edge[_HOST] + _NEXT])
 
     def commit(self, keys: tuple, last: int, hit: int, usable: int) -> int:
         """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
@@ -408,7 +425,7 @@ class PrefixCache:
             if not self.st[_W * s + _REF]:
                 self.n_refd -= 1
                 self.evictable += 1
-                self._push_back(0, s)
+                self._push_back(s)
             s = self.st[_W * s + _UP]
 
     def trim_pages(self, free_pages: int) -> None:
@@ -426,6 +443,25 @@ class PrefixCache:
     def tier_blocks(self, t: int) -> int:
         """Blocks held in lower tier ``t`` (:data:`HOST`, :data:`SSD`)."""
         return self.count[t]
+
+    def lru_order(self) -> list:
+        """The unreferenced blocks as ``(tier, key)`` pairs in the LRU list's order, least
+        recent first (class docstring): those on local SSD, then in host DRAM, then in HBM
+        (a walk of the whole list, for tests). Raises RuntimeError if an edge is not the
+        last slot of its tiers."""
+        out = []
+        last = [0] * _TIERS  # per tier t > 0: the last slot seen of tiers >= t
+        s = self.st[_NEXT]
+        while s:
+            t = self.st[_W * s + _TIER]
+            out.append((t, self.skey[s]))
+            for i in range(1, t + 1):
+                last[i] = s
+            s = self.st[_W * s + _NEXT]
+        for t in range(1, _TIERS):
+            if self.edge[t] != last[t]:
+                raise RuntimeError(f"prefix cache: tier {t}'s edge at slot {self.edge[t]}, its tiers end at {last[t]}")
+        return out
 
 
 class SharedStore:

@@ -5,8 +5,8 @@ tier, every block looked up by its key), driven by the same generated operations
 admissions, prefills, releases in any order (so hits end mid-chain, chains branch, some
 blocks are pinned while others of the same chain are evicted) and trims, with HBM, host,
 SSD tiers and a shared store of small capacities (so blocks move between tiers and leave).
-Compared after every step: hits, promotions per tier, blocks per tier, the shared store's
-order, the block index and the blocks moved between tiers (``traffic``).
+Compared after every step: hits, promotions per tier, blocks per tier, the one LRU
+list's order of unreferenced blocks and their tiers, the shared store's order, the block index and the blocks moved between tiers (``traffic``).
 """
 
 from __future__ import annotations
@@ -120,16 +120,35 @@ def chains(draw, table):
        shared_cap=st.integers(0, 6), ppb=st.integers(1, 2), data=st.data())
 def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data):
     table: dict = {}
+    _compare(cap, host, ssd, shared_cap, ppb, data, 40, table, lambda: data.draw(chains(table)))
+
+
+@settings(max_examples=120)
+@given(cap=st.integers(1, 4), host=st.integers(0, 3), ssd=st.integers(0, 3), shared_cap=st.integers(0, 3),
+       data=st.data())
+def test_the_tiers_edges_match_a_per_block_lru(cap, host, ssd, shared_cap, data):
+    """Few short chains asked again and again into small tiers: hits land on every tier's
+    oldest and newest block (the edges of the one LRU list), and a tier of capacity 0
+    may lie between two that exist."""
+    table: dict = {}
+    pool = [chain_keys(data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=3)), table) for _ in range(6)]
+    _compare(cap, host, ssd, shared_cap, 1, data, 120, table, lambda: data.draw(st.sampled_from(pool)))
+
+
+def _compare(cap, host, ssd, shared_cap, ppb, data, steps, table, chain):
+    """Drive a PrefixCache and a ReferenceLRU of these capacities with up to ``steps``
+    generated operations on the chains ``chain()`` draws (keys interned in ``table``);
+    compare them after each."""
     store = SharedStore(shared_cap) if shared_cap else None
     cache = PrefixCache(16, ppb, cap, host, ssd, store)
     holders = BlockIndex(1)
     cache.index_into(holders, 0)
     ref = ReferenceLRU(cap, host, ssd, shared_cap, ppb)
     running: list = []  # [keys, hit, held, last slot, committed]
-    for _ in range(data.draw(st.integers(1, 40))):
+    for _ in range(data.draw(st.integers(1, steps))):
         op = data.draw(st.sampled_from(["admit", "admit", "commit", "release", "trim"]))
         if op == "admit":
-            keys = data.draw(chains(table))
+            keys = chain()
             usable = data.draw(st.integers(0, len(keys)))
             hit = cache.acquire(keys, usable)
             want, moved = ref.acquire(keys, usable)
@@ -160,14 +179,61 @@ def test_the_tree_matches_a_per_block_lru(cap, host, ssd, shared_cap, ppb, data)
         assert cache.blocks == len(ref.refs) + len(ref.tiers[0])
         assert cache.evictable == len(ref.tiers[0])
         assert [cache.tier_blocks(t) for t in (HOST, SSD)] == [len(ref.tiers[HOST]), len(ref.tiers[SSD])]
+        assert cache.lru_order() == [(t, k) for t in (SSD, HOST, 0) for k in ref.tiers[t]]
         held = ref.held()
         assert [holders.get(k) for k in range(len(table))] == [1 if k in held else 0 for k in range(len(table))]
         assert len(holders) == len(held)
         if store is not None:
             assert list(store.lru) == list(ref.shared)
         assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == list(ref.traffic.values())
-    probe = data.draw(chains(table))  # a read-only lookup walks the same tree
+    probe = chain()  # a read-only lookup walks the same tree
     want = 0
     while want < len(probe) and probe[want] in ref.held():
         want += 1
     assert cache.hit_blocks(probe, len(probe)) == want
+
+
+def _serve(cache, key):
+    """One request of the one block ``key``: admitted, prefilled, gone (the edges checked
+    by ``lru_order`` between each step); returns the tier its hit came from (-1: none)."""
+    hit = cache.acquire((key,), 1)
+    came = next((t for t in (HOST, SSD) if cache.moved_from(t)), 0) if hit else -1
+    cache.lru_order()
+    slot = cache.commit((key,), cache.last if hit else -1, hit, 1)
+    cache.lru_order()
+    cache.release(slot, 1)
+    return came
+
+
+def test_hits_on_the_tiers_edges_move_them():
+    """By hand, one HBM block, a host tier of one and an SSD tier of two: each request's
+    block pushes the one before it down (HBM → host → SSD → gone)."""
+    cache = PrefixCache(16, 1, 1, 1, 2)
+    for key in (0, 1, 2, 3):
+        assert _serve(cache, key) == -1
+    assert cache.lru_order() == [(SSD, 0), (SSD, 1), (HOST, 2), (0, 3)]
+    assert _serve(cache, 1) == SSD  # the newest SSD block, below a host block; 3 → host, 2 → SSD
+    assert cache.lru_order() == [(SSD, 0), (SSD, 2), (HOST, 3), (0, 1)]
+    assert _serve(cache, 4) == -1  # 1 → host, 3 → SSD, 0 dropped
+    assert cache.lru_order() == [(SSD, 2), (SSD, 3), (HOST, 1), (0, 4)]
+    assert _serve(cache, 1) == HOST  # the host tier's only block; 4 takes its place
+    assert cache.lru_order() == [(SSD, 2), (SSD, 3), (HOST, 4), (0, 1)]
+    assert _serve(cache, 2) == SSD  # the oldest block; 1 → host, 4 → SSD
+    assert cache.lru_order() == [(SSD, 3), (SSD, 4), (HOST, 1), (0, 2)]
+    assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == [7, 5, 0, 1, 1, 2, 0]
+
+
+def test_hits_on_the_edges_across_an_empty_host_tier():
+    """By hand, no host tier between HBM and an SSD tier of two: both edges sit on the
+    newest SSD block and move together."""
+    cache = PrefixCache(16, 1, 1, 0, 2)
+    for key in (0, 1, 2):
+        assert _serve(cache, key) == -1
+    assert cache.lru_order() == [(SSD, 0), (SSD, 1), (0, 2)]
+    assert _serve(cache, 1) == SSD  # the newest SSD block; 2 → SSD
+    assert cache.lru_order() == [(SSD, 0), (SSD, 2), (0, 1)]
+    assert _serve(cache, 0) == SSD  # the oldest; 1 → SSD
+    assert cache.lru_order() == [(SSD, 2), (SSD, 1), (0, 0)]
+    assert _serve(cache, 3) == -1  # 0 → SSD, 2 dropped
+    assert cache.lru_order() == [(SSD, 1), (SSD, 0), (0, 3)]
+    assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == [0, 5, 0, 1, 0, 2, 0]
