@@ -45,6 +45,7 @@ from sim.engine.key_table import BlockIndex
 from sim.engine.request import REJECTED, Request
 from sim.scenario import PREFIX_LOAD_TOKENS
 
+_ONE = 1  # a Python int (not declared in router.pxd): a wide mask's bit is shifted as one, never as a C int
 QUEUED_SHIFT = 32  # join_shortest_queue key: queued << 32 | outstanding (below 2**63 for < 2**31 queued)
 
 
@@ -202,63 +203,123 @@ class Router:
         ``load_tokens`` 0 at its first replica without a hit. A replica with a hit that is
         also the least outstanding scores above its no-hit score, so counting it twice
         changes nothing. Cost: O(the request's blocks + replicas with a hit) per pool,
-        not O(replicas × blocks)."""
+        not O(replicas × blocks). The walk is :meth:`_walk_narrow` on C int64 masks for a
+        pool of up to 63 replicas, :meth:`_walk_wide` on Python ints above: the same
+        steps."""
         keys = getattr(req, "prefix", ())
-        best, best_score = -1, 0
+        self._best, self._best_score = -1, 0
         for slot in candidates:
             base, load, holders = self._bases[slot]
             replicas = self.pools[slot].replicas
             if not replicas:
                 continue
-            out, pos = self.indexes[slot].top()  # the least outstanding replica
-            seen = 0  # replicas with a hit
+            index = self.indexes[slot]
+            out, pos = index.top()  # the least outstanding replica
+            usable = 0
             if holders is not None and keys:
-                star = 1 << (pos - base)
                 cache = replicas[0].prefix
                 usable = cache.usable(keys, req.prompt_tokens)
-                alive = holders.get(keys[0]) if usable else 0  # replicas holding keys[:n]
-                n = 1
-                while alive:
-                    if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
-                        i = alive.bit_length() - 1
-                        n = replicas[i].prefix.hit_blocks(keys, usable, n)
-                        ended = alive
-                        after = 0
-                    else:
-                        after = holders.get(keys[n]) & alive if n < usable else 0
-                        if after == alive:
-                            n += 1
-                            continue
-                        ended = alive & ~after  # the replicas whose cached run is n blocks
-                    seen |= ended
-                    # among equal runs the least outstanding wins, ties to the first: with no
-                    # price on load the first; when the pool's least outstanding replica has
-                    # at least this run it is that one or one with a longer run beats them all
-                    if not load:
-                        ended &= -ended
-                    elif alive & star:
-                        ended &= star
-                    while ended:
-                        low = ended & -ended
-                        ended ^= low
-                        i = low.bit_length() - 1
-                        score = n * cache.block_tokens - load * replicas[i].outstanding
-                        if best < 0 or score > best_score or (score == best_score and base + i < best):
-                            best, best_score = base + i, score
-                    alive = after
-                    n += 1
-            if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
-                score = -load * out
+            if holders is None or holders.masks is not None:
+                self._walk_narrow(keys, usable, replicas, holders, base, load, pos, out)
             else:
-                i = 0
-                while (seen >> i) & 1:
-                    i += 1
-                if i == len(replicas):
+                self._walk_wide(keys, usable, replicas, holders, base, load, pos, out)
+        return self.replicas[self._best]
+
+    def _offer(self, pos: int, score: int) -> None:
+        """Replica ``pos`` (router position) scores ``score``: the best so far if higher,
+        or equal and earlier."""
+        if self._best < 0 or score > self._best_score or (score == self._best_score and pos < self._best):
+            self._best, self._best_score = pos, score
+
+    def _walk_narrow(self, keys: tuple, usable: int, replicas: list, holders, base: int, load: int, pos: int,
+                     out: int) -> None:
+        """:meth:`_by_prefix`'s walk over one pool of up to 63 replicas (``holders``
+        keeps int64 masks, or is None: no cache), offering its best replicas (``pos``,
+        ``out``: the pool's least outstanding replica's router position and count)."""
+        seen = 0  # replicas with a hit
+        alive = holders.masks.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
+        star = 1
+        star <<= pos - base  # an int64 shift when compiled
+        n = 1
+        while alive:
+            if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
+                cache = replicas[_bit_index(alive)].prefix
+                n = cache.hit_blocks(keys, usable, n)
+                ended = alive
+                after = 0
+            else:
+                after = holders.masks.get(keys[n], 0) & alive if n < usable else 0
+                if after == alive:
+                    n += 1
                     continue
-                pos, score = base + i, 0
-            if best < 0 or score > best_score or (score == best_score and pos < best):
-                best, best_score = pos, score
-        return self.replicas[best]
+                ended = alive & ~after  # the replicas whose cached run is n blocks
+            seen |= ended
+            # among equal runs the least outstanding wins, ties to the first: with no price
+            # on load the first; when the pool's least outstanding replica has at least
+            # this run it is that one or one with a longer run beats them all
+            if not load:
+                ended &= -ended
+            elif alive & star:
+                ended &= star
+            cache = replicas[0].prefix
+            tokens = n * cache.block_tokens
+            while ended:
+                low = ended & -ended
+                ended ^= low
+                i = _bit_index(low)
+                busy = replicas[i].outstanding
+                self._offer(base + i, tokens - load * busy)
+            alive = after
+            n += 1
+        if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
+            self._offer(pos, -load * out)
+            return
+        i = 0
+        while (seen >> i) & 1:
+            i += 1
+        if i < len(replicas):
+            self._offer(base + i, 0)
+
+    def _walk_wide(self, keys: tuple, usable: int, replicas: list, holders, base: int, load: int, pos: int,
+                   out: int) -> None:
+        """:meth:`_walk_narrow` for a pool of more than 63 replicas: the same walk on the
+        Python-int masks of ``holders.wide``."""
+        seen = 0
+        alive = holders.wide.get(keys[0], 0) if usable else 0
+        star = _ONE << (pos - base)
+        n = 1
+        while alive:
+            if not alive & (alive - 1):
+                n = replicas[alive.bit_length() - 1].prefix.hit_blocks(keys, usable, n)
+                ended = alive
+                after = 0
+            else:
+                after = holders.wide.get(keys[n], 0) & alive if n < usable else 0
+                if after == alive:
+                    n += 1
+                    continue
+                ended = alive & ~after
+            seen |= ended
+            if not load:
+                ended &= -ended
+            elif alive & star:
+                ended &= star
+            tokens = n * replicas[0].prefix.block_tokens
+            while ended:
+                low = ended & -ended
+                ended ^= low
+                i = low.bit_length() - 1
+                self._offer(base + i, tokens - load * replicas[i].outstanding)
+            alive = after
+            n += 1
+        if load:
+            self._offer(pos, -load * out)
+            return
+        i = 0
+        while (seen >> i) & 1:
+            i += 1
+        if i < len(replicas):
+            self._offer(base + i, 0)
 
     def _eligible(self, req: Request):
         """Pools (or, round robin, replicas) that can hold ``req``; None (and the request
@@ -318,6 +379,28 @@ class Router:
         self.queue.popleft()
         self._send(replica, req)
         return True
+
+
+def _bit_index(bit: int) -> int:
+    """The index of the one set bit of ``bit`` (0 < bit < 2**63): a binary search, six
+    comparisons (``bit.bit_length() - 1`` on a Python int)."""
+    i = 0
+    if bit >> 32:
+        i += 32
+        bit >>= 32
+    if bit >> 16:
+        i += 16
+        bit >>= 16
+    if bit >> 8:
+        i += 8
+        bit >>= 8
+    if bit >> 4:
+        i += 4
+        bit >>= 4
+    if bit >> 2:
+        i += 2
+        bit >>= 2
+    return i + (bit >> 1)
 
 
 def _holders(pool) -> BlockIndex | None:
