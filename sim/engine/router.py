@@ -96,6 +96,30 @@ class _MinIndex(IndexedHeap):
         i = self.heap[0]
         return (self.keys[i], self.base + i)
 
+    def least(self) -> int:
+        """The index within the pool of the minimum (its key: ``keys[least()]``)."""
+        return self.heap[0]
+
+
+class _PrefixPool:
+    """What the ``prefix_aware`` router reads of one pool: its replica list (the pool's
+    own, so a replaced replica is seen), its :class:`_MinIndex` (keyed by outstanding
+    requests), the router position of its first replica, its ``load_tokens`` (its
+    ``prefix_cache.load_tokens``, :data:`sim.scenario.PREFIX_LOAD_TOKENS` without a
+    cache), its block index (:func:`_holders`; None without a cache) and the cached
+    block size in tokens (0 without a cache)."""
+
+    __slots__ = ("replicas", "index", "base", "load", "holders", "block_tokens")
+
+    def __init__(self, pool, index, base: int) -> None:
+        cfg = getattr(getattr(pool, "config", None), "prefix_cache", None)
+        self.replicas = pool.replicas
+        self.index = index
+        self.base = base
+        self.load = cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS
+        self.holders = _holders(pool)
+        self.block_tokens = pool.replicas[0].prefix.block_tokens if self.holders is not None else 0
+
 
 class Router:
     """Dispatches the arrivals of one workload.
@@ -131,11 +155,10 @@ class Router:
             base += len(p.replicas)
         self._keyed = key is not None
         self.prefix_aware = policy == "prefix_aware"
-        self._bases = []  # prefix_aware: per pool, (router position of its first replica, load_tokens, holders)
+        self._bases = []  # prefix_aware: per pool, a _PrefixPool
         base = 0
-        for p in pools if self.prefix_aware else ():
-            cfg = getattr(getattr(p, "config", None), "prefix_cache", None)
-            self._bases.append((base, cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS, _holders(p)))
+        for p, index in zip(pools, self.indexes) if self.prefix_aware else ():
+            self._bases.append(_PrefixPool(p, index, base))
             base += len(p.replicas)
         if self.central:
             for replica in self.replicas:
@@ -209,20 +232,17 @@ class Router:
         keys = getattr(req, "prefix", ())
         self._best, self._best_score = -1, 0
         for slot in candidates:
-            base, load, holders = self._bases[slot]
-            replicas = self.pools[slot].replicas
-            if not replicas:
+            pool = self._bases[slot]
+            if not pool.replicas:
                 continue
-            index = self.indexes[slot]
-            out, pos = index.top()  # the least outstanding replica
             usable = 0
-            if holders is not None and keys:
-                cache = replicas[0].prefix
+            if pool.holders is not None and keys:
+                cache = pool.replicas[0].prefix
                 usable = cache.usable(keys, req.prompt_tokens)
-            if holders is None or holders.masks is not None:
-                self._walk_narrow(keys, usable, replicas, holders, base, load, pos, out)
+            if pool.holders is None or pool.holders.masks is not None:
+                self._walk_narrow(keys, usable, pool)
             else:
-                self._walk_wide(keys, usable, replicas, holders, base, load, pos, out)
+                self._walk_wide(keys, usable, pool)
         return self.replicas[self._best]
 
     def _offer(self, pos: int, score: int) -> None:
@@ -231,11 +251,12 @@ class Router:
         if self._best < 0 or score > self._best_score or (score == self._best_score and pos < self._best):
             self._best, self._best_score = pos, score
 
-    def _walk_narrow(self, keys: tuple, usable: int, replicas: list, holders, base: int, load: int, pos: int,
-                     out: int) -> None:
-        """:meth:`_by_prefix`'s walk over one pool of up to 63 replicas (``holders``
-        keeps int64 masks, or is None: no cache), offering its best replicas (``pos``,
-        ``out``: the pool's least outstanding replica's router position and count)."""
+    def _walk_narrow(self, keys: tuple, usable: int, pool: _PrefixPool) -> None:
+        """:meth:`_by_prefix`'s walk over ``pool``, of up to 63 replicas (its block index
+        keeps int64 masks, or it has none: no cache), offering its best replicas."""
+        replicas, holders, index, base, load = pool.replicas, pool.holders, pool.index, pool.base, pool.load
+        least = index.least()  # the least outstanding replica (index within the pool)
+        pos = base + least
         seen = 0  # replicas with a hit
         alive = holders.masks.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
         star = 1
@@ -261,18 +282,16 @@ class Router:
                 ended &= -ended
             elif alive & star:
                 ended &= star
-            cache = replicas[0].prefix
-            tokens = n * cache.block_tokens
+            tokens = n * pool.block_tokens
             while ended:
                 low = ended & -ended
                 ended ^= low
                 i = _bit_index(low)
-                busy = replicas[i].outstanding
-                self._offer(base + i, tokens - load * busy)
+                self._offer(base + i, tokens - load * index.keys[i])  # keys: outstanding (POLICIES)
             alive = after
             n += 1
         if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
-            self._offer(pos, -load * out)
+            self._offer(pos, -load * index.keys[least])
             return
         i = 0
         while (seen >> i) & 1:
@@ -280,10 +299,12 @@ class Router:
         if i < len(replicas):
             self._offer(base + i, 0)
 
-    def _walk_wide(self, keys: tuple, usable: int, replicas: list, holders, base: int, load: int, pos: int,
-                   out: int) -> None:
+    def _walk_wide(self, keys: tuple, usable: int, pool: _PrefixPool) -> None:
         """:meth:`_walk_narrow` for a pool of more than 63 replicas: the same walk on the
-        Python-int masks of ``holders.wide``."""
+        Python-int masks of its block index's ``wide``."""
+        replicas, holders, index, base, load = pool.replicas, pool.holders, pool.index, pool.base, pool.load
+        least = index.least()
+        pos = base + least
         seen = 0
         alive = holders.wide.get(keys[0], 0) if usable else 0
         star = _ONE << (pos - base)
@@ -304,16 +325,16 @@ class Router:
                 ended &= -ended
             elif alive & star:
                 ended &= star
-            tokens = n * replicas[0].prefix.block_tokens
+            tokens = n * pool.block_tokens
             while ended:
                 low = ended & -ended
                 ended ^= low
                 i = low.bit_length() - 1
-                self._offer(base + i, tokens - load * replicas[i].outstanding)
+                self._offer(base + i, tokens - load * index.keys[i])
             alive = after
             n += 1
         if load:
-            self._offer(pos, -load * out)
+            self._offer(pos, -load * index.keys[least])
             return
         i = 0
         while (seen >> i) & 1:
