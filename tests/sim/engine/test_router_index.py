@@ -324,7 +324,7 @@ def scan_prefix_aware(pools: list, keys: tuple, prompt_tokens: int):
 replica_counts = st.one_of(st.integers(1, 5), st.integers(60, 66), st.integers(120, 130))  # int64 masks up to 63
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(data=st.data(),
        pools=st.lists(st.tuples(replica_counts, st.sampled_from([0, 16, 48, 4096]), st.integers(2, 12), st.sampled_from([0, 4])),
                       min_size=1, max_size=3))
