@@ -324,11 +324,25 @@ def scan_prefix_aware(pools: list, keys: tuple, prompt_tokens: int):
 replica_counts = st.one_of(st.integers(1, 5), st.integers(60, 66), st.integers(120, 130))  # int64 masks up to 63
 
 
-@settings(max_examples=40)
-@given(data=st.data(),
-       pools=st.lists(st.tuples(replica_counts, st.sampled_from([0, 16, 48, 4096]), st.integers(2, 12), st.sampled_from([0, 4])),
-                      min_size=1, max_size=3))
+prefix_pools = st.lists(st.tuples(replica_counts, st.sampled_from([0, 16, 48, 4096]), st.integers(2, 12), st.sampled_from([0, 4])),
+                        min_size=1, max_size=3)  # (replicas, load_tokens, HBM blocks, host blocks) per pool
+
+
+@pytest.mark.slow
+@settings(max_examples=60)
+@given(data=st.data(), pools=prefix_pools)
 def test_prefix_aware_walk_picks_what_a_scan_of_every_cache_picks(data, pools):
+    check_prefix_walk(data, pools)
+
+
+@settings(max_examples=10)
+@given(data=st.data(), pools=prefix_pools)
+def test_prefix_aware_walk_picks_what_a_scan_of_every_cache_picks_smoke(data, pools):
+    """The fast loop's share (the slow test draws more)."""
+    check_prefix_walk(data, pools)
+
+
+def check_prefix_walk(data, pools) -> None:
     """Pools of 1 to 130 replicas (C int64 masks up to 63, Python ints above) whose small
     caches fill, evict and demote as generated requests (chains over a few shared first
     blocks, as in the Mooncake trace) are committed to random replicas, with random loads
@@ -340,6 +354,9 @@ def test_prefix_aware_walk_picks_what_a_scan_of_every_cache_picks(data, pools):
     built = [CachePool(i, n, load, cap, host) for i, (n, load, cap, host) in enumerate(pools)]
     router = Router(FakeRun(), "prefix_aware", built)
     replicas = router.replicas
+    for r in replicas:  # starting loads: the least outstanding anywhere in the pool
+        r.outstanding = data.draw(st.integers(0, 3))
+        r._tell()
     table: dict = {}
     chain = st.lists(st.integers(0, 2), min_size=1, max_size=8).map(lambda hs: chain_keys(hs, table))
     for _ in range(data.draw(st.integers(1, 30))):
@@ -355,6 +372,26 @@ def test_prefix_aware_walk_picks_what_a_scan_of_every_cache_picks(data, pools):
         usable = cache.usable(keys, prompt_tokens)
         hit = cache.acquire(keys, usable)
         cache.release(cache.commit(keys, cache.last, hit, usable), usable)
+
+
+@pytest.mark.parametrize("n, idle", [(40, 35), (63, 62), (70, 66)])
+def test_prefix_aware_prefers_an_idle_holder_past_bit_31(n, idle):
+    """Hand case: replicas 3 and ``idle`` hold the request's 3 blocks (48 tokens), every
+    replica has one request outstanding but ``idle``, none; at 16 tokens per request
+    ``idle`` scores 48, replica 3 scores 48 − 16 = 32, the rest −16. (The compiled
+    router once shifted a 32-bit C int to mark the least outstanding replica, so past bit
+    31 it marked the wrong one and picked replica 3.)"""
+    pool = CachePool(0, n, 16, 64, 0)
+    router = Router(FakeRun(), "prefix_aware", [pool])
+    keys = (0, 1, 2)
+    for i in (3, idle):
+        cache = pool.replicas[i].prefix
+        cache.release(cache.commit(keys, cache.last, cache.acquire(keys, 3), 3), 3)
+    for r in pool.replicas:
+        r.outstanding = 0 if r.index == idle else 1
+        r._tell()
+    req = type("Req", (), {"prefix": keys, "prompt_tokens": 16 * 3 + 1})()
+    assert router._by_prefix(req, router._all) is pool.replicas[idle]
 
 
 # --- 2. whole runs -------------------------------------------------------------------------
