@@ -9,17 +9,17 @@ cdef Py_ssize_t _NARROW
 cdef class KeyTable:
     cdef public Py_ssize_t tmask, tshift, tused
     cdef long long[::1] table
-    cdef inline Py_ssize_t _home(self, long long key)
+    cdef inline Py_ssize_t _home(self, long long key) noexcept
     @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
-    cdef Py_ssize_t _at(self, long long key)
+    cdef inline Py_ssize_t _at(self, long long key) noexcept
     @cython.locals(i=Py_ssize_t)
-    cpdef long long get(self, long long key, long long missing)
+    cpdef long long get(self, long long key, long long missing) noexcept
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _entry(self, long long key) except -1
     cpdef put(self, long long key, long long value)
     cpdef erase(self, long long key)
     @cython.locals(mask=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
-    cdef _erase_at(self, Py_ssize_t i)
+    cdef void _erase_at(self, Py_ssize_t i) noexcept
     @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t)
     cdef _rehash(self, Py_ssize_t buckets)
 
@@ -29,7 +29,7 @@ cdef class BlockIndex:
     cdef public KeyTable masks
     cdef public dict wide
     @cython.locals(bit=cython.longlong, i=Py_ssize_t)
-    cpdef add(self, long long key, Py_ssize_t position)
+    cpdef int add(self, long long key, Py_ssize_t position) except -1
     @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, wide_rest=object)
-    cpdef remove(self, long long key, Py_ssize_t position)
+    cpdef int remove(self, long long key, Py_ssize_t position) except -1
     cpdef object get(self, long long key)

@@ -45,6 +45,7 @@ from sim.engine.key_table import BlockIndex
 from sim.engine.request import REJECTED, Request
 from sim.scenario import PREFIX_LOAD_TOKENS
 
+_ONE = 1  # a Python int (not declared in router.pxd): a wide mask's bit is shifted as one, never as a C int
 QUEUED_SHIFT = 32  # join_shortest_queue key: queued << 32 | outstanding (below 2**63 for < 2**31 queued)
 
 
@@ -95,6 +96,30 @@ class _MinIndex(IndexedHeap):
         i = self.heap[0]
         return (self.keys[i], self.base + i)
 
+    def least(self) -> int:
+        """The index within the pool of the minimum (its key: ``keys[least()]``)."""
+        return self.heap[0]
+
+
+class _PrefixPool:
+    """What the ``prefix_aware`` router reads of one pool: its replica list (the pool's
+    own, so a replaced replica is seen), its :class:`_MinIndex` (keyed by outstanding
+    requests), the router position of its first replica, its ``load_tokens`` (its
+    ``prefix_cache.load_tokens``, :data:`sim.scenario.PREFIX_LOAD_TOKENS` without a
+    cache), its block index (:func:`_holders`; None without a cache) and the cached
+    block size in tokens (0 without a cache)."""
+
+    __slots__ = ("replicas", "index", "base", "load", "holders", "block_tokens")
+
+    def __init__(self, pool, index, base: int) -> None:
+        cfg = getattr(getattr(pool, "config", None), "prefix_cache", None)
+        self.replicas = pool.replicas
+        self.index = index
+        self.base = base
+        self.load = cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS
+        self.holders = _holders(pool)
+        self.block_tokens = pool.replicas[0].prefix.block_tokens if self.holders is not None else 0
+
 
 class Router:
     """Dispatches the arrivals of one workload.
@@ -130,11 +155,10 @@ class Router:
             base += len(p.replicas)
         self._keyed = key is not None
         self.prefix_aware = policy == "prefix_aware"
-        self._bases = []  # prefix_aware: per pool, (router position of its first replica, load_tokens, holders)
+        self._bases = []  # prefix_aware: per pool, a _PrefixPool
         base = 0
-        for p in pools if self.prefix_aware else ():
-            cfg = getattr(getattr(p, "config", None), "prefix_cache", None)
-            self._bases.append((base, cfg.load_tokens if cfg is not None else PREFIX_LOAD_TOKENS, _holders(p)))
+        for p, index in zip(pools, self.indexes) if self.prefix_aware else ():
+            self._bases.append(_PrefixPool(p, index, base))
             base += len(p.replicas)
         if self.central:
             for replica in self.replicas:
@@ -202,63 +226,121 @@ class Router:
         ``load_tokens`` 0 at its first replica without a hit. A replica with a hit that is
         also the least outstanding scores above its no-hit score, so counting it twice
         changes nothing. Cost: O(the request's blocks + replicas with a hit) per pool,
-        not O(replicas × blocks)."""
+        not O(replicas × blocks). The walk is :meth:`_walk_narrow` on C int64 masks for a
+        pool of up to 63 replicas, :meth:`_walk_wide` on Python ints above: the same
+        steps."""
         keys = getattr(req, "prefix", ())
-        best, best_score = -1, 0
+        self._best, self._best_score = -1, 0
         for slot in candidates:
-            base, load, holders = self._bases[slot]
-            replicas = self.pools[slot].replicas
-            if not replicas:
+            pool = self._bases[slot]
+            if not pool.replicas:
                 continue
-            out, pos = self.indexes[slot].top()  # the least outstanding replica
-            seen = 0  # replicas with a hit
-            if holders is not None and keys:
-                star = 1 << (pos - base)
-                cache = replicas[0].prefix
+            usable = 0
+            if pool.holders is not None and keys:
+                cache = pool.replicas[0].prefix
                 usable = cache.usable(keys, req.prompt_tokens)
-                alive = holders.get(keys[0]) if usable else 0  # replicas holding keys[:n]
-                n = 1
-                while alive:
-                    if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
-                        i = alive.bit_length() - 1
-                        n = replicas[i].prefix.hit_blocks(keys, usable, n)
-                        ended = alive
-                        after = 0
-                    else:
-                        after = holders.get(keys[n]) & alive if n < usable else 0
-                        if after == alive:
-                            n += 1
-                            continue
-                        ended = alive & ~after  # the replicas whose cached run is n blocks
-                    seen |= ended
-                    # among equal runs the least outstanding wins, ties to the first: with no
-                    # price on load the first; when the pool's least outstanding replica has
-                    # at least this run it is that one or one with a longer run beats them all
-                    if not load:
-                        ended &= -ended
-                    elif alive & star:
-                        ended &= star
-                    while ended:
-                        low = ended & -ended
-                        ended ^= low
-                        i = low.bit_length() - 1
-                        score = n * cache.block_tokens - load * replicas[i].outstanding
-                        if best < 0 or score > best_score or (score == best_score and base + i < best):
-                            best, best_score = base + i, score
-                    alive = after
-                    n += 1
-            if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
-                score = -load * out
+            if pool.holders is None or pool.holders.masks is not None:
+                self._walk_narrow(keys, usable, pool)
             else:
-                i = 0
-                while (seen >> i) & 1:
-                    i += 1
-                if i == len(replicas):
+                self._walk_wide(keys, usable, pool)
+        return self.replicas[self._best]
+
+    def _offer(self, pos: int, score: int) -> None:
+        """Replica ``pos`` (router position) scores ``score``: the best so far if higher,
+        or equal and earlier."""
+        if self._best < 0 or score > self._best_score or (score == self._best_score and pos < self._best):
+            self._best, self._best_score = pos, score
+
+    def _walk_narrow(self, keys: tuple, usable: int, pool: _PrefixPool) -> None:
+        """:meth:`_by_prefix`'s walk over ``pool``, of up to 63 replicas (its block index
+        keeps int64 masks, or it has none: no cache), offering its best replicas."""
+        replicas, holders, index, base, load = pool.replicas, pool.holders, pool.index, pool.base, pool.load
+        least = index.least()  # the least outstanding replica (index within the pool)
+        pos = base + least
+        seen = 0  # replicas with a hit
+        alive = holders.masks.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
+        star = 1
+        star <<= pos - base  # an int64 shift when compiled
+        n = 1
+        while alive:
+            if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
+                cache = replicas[_bit_index(alive)].prefix
+                n = cache.hit_blocks(keys, usable, n)
+                ended = alive
+                after = 0
+            else:
+                after = holders.masks.get(keys[n], 0) & alive if n < usable else 0
+                if after == alive:
+                    n += 1
                     continue
-                pos, score = base + i, 0
-            if best < 0 or score > best_score or (score == best_score and pos < best):
-                best, best_score = pos, score
-        return self.replicas[best]
+                ended = alive & ~after  # the replicas whose cached run is n blocks
+            seen |= ended
+            # among equal runs the least outstanding wins, ties to the first: with no price
+            # on load the first; when the pool's least outstanding replica has at least
+            # this run it is that one or one with a longer run beats them all
+            if not load:
+                ended &= -ended
+            elif alive & star:
+                ended &= star
+            tokens = n * pool.block_tokens
+            while ended:
+                low = ended & -ended
+                ended ^= low
+                i = _bit_index(low)
+                self._offer(base + i, tokens - load * index.keys[i])  # keys: outstanding (POLICIES)
+            alive = after
+            n += 1
+        if load:  # no hit: the least outstanding (if it has a hit it beats every replica without)
+            self._offer(pos, -load * index.keys[least])
+            return
+        i = 0
+        while (seen >> i) & 1:
+            i += 1
+        if i < len(replicas):
+            self._offer(base + i, 0)
+
+    def _walk_wide(self, keys: tuple, usable: int, pool: _PrefixPool) -> None:
+        """:meth:`_walk_narrow` for a pool of more than 63 replicas: the same walk on the
+        Python-int masks of its block index's ``wide``."""
+        replicas, holders, index, base, load = pool.replicas, pool.holders, pool.index, pool.base, pool.load
+        least = index.least()
+        pos = base + least
+        seen = 0
+        alive = holders.wide.get(keys[0], 0) if usable else 0
+        star = _ONE << (pos - base)
+        n = 1
+        while alive:
+            if not alive & (alive - 1):
+                n = replicas[alive.bit_length() - 1].prefix.hit_blocks(keys, usable, n)
+                ended = alive
+                after = 0
+            else:
+                after = holders.wide.get(keys[n], 0) & alive if n < usable else 0
+                if after == alive:
+                    n += 1
+                    continue
+                ended = alive & ~after
+            seen |= ended
+            if not load:
+                ended &= -ended
+            elif alive & star:
+                ended &= star
+            tokens = n * pool.block_tokens
+            while ended:
+                low = ended & -ended
+                ended ^= low
+                i = low.bit_length() - 1
+                self._offer(base + i, tokens - load * index.keys[i])
+            alive = after
+            n += 1
+        if load:
+            self._offer(pos, -load * index.keys[least])
+            return
+        i = 0
+        while (seen >> i) & 1:
+            i += 1
+        if i < len(replicas):
+            self._offer(base + i, 0)
 
     def _eligible(self, req: Request):
         """Pools (or, round robin, replicas) that can hold ``req``; None (and the request
@@ -318,6 +400,28 @@ class Router:
         self.queue.popleft()
         self._send(replica, req)
         return True
+
+
+def _bit_index(bit: int) -> int:
+    """The index of the one set bit of ``bit`` (0 < bit < 2**63): a binary search, six
+    comparisons (``bit.bit_length() - 1`` on a Python int)."""
+    i = 0
+    if bit >> 32:
+        i += 32
+        bit >>= 32
+    if bit >> 16:
+        i += 16
+        bit >>= 16
+    if bit >> 8:
+        i += 8
+        bit >>= 8
+    if bit >> 4:
+        i += 4
+        bit >>= 4
+    if bit >> 2:
+        i += 2
+        bit >>= 2
+    return i + (bit >> 1)
 
 
 def _holders(pool) -> BlockIndex | None:

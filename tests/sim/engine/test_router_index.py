@@ -7,6 +7,8 @@ replica in list order; the central queue filters replicas with a free slot first
    completions, and changes of the replicas' waiting queues, over 1 to 300 replicas in
    1 to 4 pools of different ``max_batch``; before every dispatch the linear scan names
    the replica (or the central queue) and the indexed router must pick the same one.
+   ``prefix_aware`` against a scan of every replica's prefix cache (``hit_blocks``),
+   over pools of 1 to 130 replicas whose small caches fill, evict and demote.
 2. Whole runs: the generated scenarios of the fast/exact differential test, simulated
    with each router class; every request's outcome must be identical.
 """
@@ -287,6 +289,109 @@ def test_central_queue_queues_when_every_eligible_replica_is_full():
     pools[0].replicas[1].admit(1)
     pools[0].replicas[1].finish()  # frees a slot: the oldest queued request goes there
     assert pools[0].replicas[1].received[-1] is held and list(router.queue) == [later]
+
+
+# --- prefix_aware: the block-index walk against a scan of every replica's cache ----------
+class CachePool(FakePool):
+    """A pool whose replicas keep prefix caches (16-token blocks, ``cap`` HBM blocks and
+    ``host`` host blocks each: small, so blocks are evicted and demoted) priced at
+    ``load_tokens`` per outstanding request."""
+
+    def __init__(self, index: int, n: int, load_tokens: int, cap: int, host: int) -> None:
+        from sim.engine.prefix_cache import PrefixCache
+
+        super().__init__(index, n, 8)
+        self.config = type("Cfg", (), {"prefix_cache": type("PC", (), {"load_tokens": load_tokens})()})()
+        for r in self.replicas:
+            r.prefix = PrefixCache(16, 1, cap, host)
+
+
+def scan_prefix_aware(pools: list, keys: tuple, prompt_tokens: int):
+    """The definition, replica by replica: the highest 16 × (blocks of ``keys`` the cache
+    holds, from the first, short of the prompt's last token) − load_tokens × outstanding,
+    ties to the first in list order."""
+    best, best_score = None, None
+    usable = min((prompt_tokens - 1) // 16, len(keys))
+    for pool in pools:
+        load = pool.config.prefix_cache.load_tokens
+        for r in pool.replicas:
+            score = 16 * r.prefix.hit_blocks(keys, usable) - load * r.outstanding
+            if best_score is None or score > best_score:
+                best, best_score = r, score
+    return best
+
+
+replica_counts = st.one_of(st.integers(1, 5), st.integers(60, 66), st.integers(120, 130))  # int64 masks up to 63
+
+
+prefix_pools = st.lists(st.tuples(replica_counts, st.sampled_from([0, 16, 48, 4096]), st.integers(2, 12), st.sampled_from([0, 4])),
+                        min_size=1, max_size=3)  # (replicas, load_tokens, HBM blocks, host blocks) per pool
+
+
+@pytest.mark.slow
+@settings(max_examples=60)
+@given(data=st.data(), pools=prefix_pools)
+def test_prefix_aware_walk_picks_what_a_scan_of_every_cache_picks(data, pools):
+    check_prefix_walk(data, pools)
+
+
+@settings(max_examples=10)
+@given(data=st.data(), pools=prefix_pools)
+def test_prefix_aware_walk_picks_what_a_scan_of_every_cache_picks_smoke(data, pools):
+    """The fast loop's share (the slow test draws more)."""
+    check_prefix_walk(data, pools)
+
+
+def check_prefix_walk(data, pools) -> None:
+    """Pools of 1 to 130 replicas (C int64 masks up to 63, Python ints above) whose small
+    caches fill, evict and demote as generated requests (chains over a few shared first
+    blocks, as in the Mooncake trace) are committed to random replicas, with random loads
+    (``load_tokens`` 16: one block against one request, so ties are common): before every
+    request the router's choice through the pools' block indexes is the replica the scan
+    of every cache picks."""
+    from traffic.prefix import chain_keys
+
+    built = [CachePool(i, n, load, cap, host) for i, (n, load, cap, host) in enumerate(pools)]
+    router = Router(FakeRun(), "prefix_aware", built)
+    replicas = router.replicas
+    for r in replicas:  # starting loads: the least outstanding anywhere in the pool
+        r.outstanding = data.draw(st.integers(0, 3))
+        r._tell()
+    table: dict = {}
+    chain = st.lists(st.integers(0, 2), min_size=1, max_size=8).map(lambda hs: chain_keys(hs, table))
+    for _ in range(data.draw(st.integers(1, 30))):
+        for _ in range(data.draw(st.integers(0, 4))):  # loads change
+            r = replicas[data.draw(st.integers(0, len(replicas) - 1))]
+            r.outstanding = data.draw(st.integers(0, 4))
+            r._tell()
+        keys = data.draw(chain)
+        prompt_tokens = data.draw(st.integers(1, 16 * len(keys) + 1))
+        req = type("Req", (), {"prefix": keys, "prompt_tokens": prompt_tokens})()
+        assert router._by_prefix(req, router._all) is scan_prefix_aware(built, keys, prompt_tokens)
+        cache = replicas[data.draw(st.integers(0, len(replicas) - 1))].prefix  # the request runs somewhere
+        usable = cache.usable(keys, prompt_tokens)
+        hit = cache.acquire(keys, usable)
+        cache.release(cache.commit(keys, cache.last, hit, usable), usable)
+
+
+@pytest.mark.parametrize("n, idle", [(40, 35), (63, 62), (70, 66)])
+def test_prefix_aware_prefers_an_idle_holder_past_bit_31(n, idle):
+    """Hand case: replicas 3 and ``idle`` hold the request's 3 blocks (48 tokens), every
+    replica has one request outstanding but ``idle``, none; at 16 tokens per request
+    ``idle`` scores 48, replica 3 scores 48 − 16 = 32, the rest −16. (The compiled
+    router once shifted a 32-bit C int to mark the least outstanding replica, so past bit
+    31 it marked the wrong one and picked replica 3.)"""
+    pool = CachePool(0, n, 16, 64, 0)
+    router = Router(FakeRun(), "prefix_aware", [pool])
+    keys = (0, 1, 2)
+    for i in (3, idle):
+        cache = pool.replicas[i].prefix
+        cache.release(cache.commit(keys, cache.last, cache.acquire(keys, 3), 3), 3)
+    for r in pool.replicas:
+        r.outstanding = 0 if r.index == idle else 1
+        r._tell()
+    req = type("Req", (), {"prefix": keys, "prompt_tokens": 16 * 3 + 1})()
+    assert router._by_prefix(req, router._all) is pool.replicas[idle]
 
 
 # --- 2. whole runs -------------------------------------------------------------------------
