@@ -16,6 +16,7 @@ cdef class KeyTable:
     cpdef long long get(self, long long key, long long missing) noexcept
     @cython.locals(i=Py_ssize_t)
     cdef Py_ssize_t _entry(self, long long key) except -1
+    @cython.locals(i=Py_ssize_t)
     cpdef put(self, long long key, long long value)
     cpdef erase(self, long long key)
     @cython.locals(mask=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
