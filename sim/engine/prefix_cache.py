@@ -85,9 +85,10 @@ class PrefixCache:
     Every block held has a slot; ``st`` holds per slot, in ``_W`` consecutive C ints, its
     references (running requests holding it; only an HBM block is referenced), its tier
     (0 HBM, :data:`HOST`, :data:`SSD`; ``_FREE`` for a free slot), its links in the LRU
-    list (below), and its place in the chains: its parent (the slot of the block before it in its chain, -1
-    for a chain's first block), its chain child (one child found through it, -1: none),
-    how many of its children are held, and whether it is a head; ``skey`` its key.
+    list (below), and its place in the chains: its parent (the slot of the block before
+    it in its chain, -1 for a chain's first block), its chain child (one child found
+    through it, -1: none), how many of its children are held, and whether it is a head;
+    ``skey`` its key.
     A request's blocks are a path, so it keeps only the slot of its last one (released
     up the parent links).
 
@@ -135,8 +136,8 @@ class PrefixCache:
     """
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
-                 "st", "tier_cap", "count", "edge", "moved", "traffic", "n_refd", "evictable", "free", "size", "used", "moves", "holders",
-                 "position", "shared", "last")
+                 "st", "tier_cap", "count", "edge", "moved", "traffic", "n_refd", "evictable", "free",
+                 "size", "used", "moves", "holders", "position", "shared", "last")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
@@ -146,7 +147,7 @@ class PrefixCache:
         self.cap = -1 if capacity_blocks is None else capacity_blocks
         self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per tier: most blocks (tier 0: unused)
         self.count = array("q", [0] * _TIERS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
-        self.edge = array("q", [0] * (_TIERS + 1))  # per tier t > 0: the LRU list's last slot of tiers >= t (class docstring)
+        self.edge = array("q", [0] * (_TIERS + 1))  # per tier t > 0: last list slot of tiers >= t (class docstring)
         self.moved = array("q", [0] * _MOVED)  # per lower tier: blocks the last acquire promoted from it
         self.traffic = array("q", [0] * _TRAFFIC)  # blocks moved between tiers so far, by :data:`TRAFFIC`
         self.moves = 0  # the sum of ``traffic`` (one test tells whether anything moved)
