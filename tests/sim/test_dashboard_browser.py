@@ -156,10 +156,14 @@ def test_long_placement_error_is_full_width_and_run_says_why(server, page):
     page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     sidebar = page.locator("[data-testid=stSidebar]")
     sidebar.get_by_text("hardware mix", exact=True).click()
-    sidebar.locator("[data-testid=stSelectbox]").filter(has_text="accelerator").first.click()
+    select = sidebar.locator("[data-testid=stSelectbox]").filter(has_text="accelerator").first
+    select.click()
     page.keyboard.type("tpu-v5e")  # the option list is virtualised: type to filter
-    page.keyboard.press("Enter")
-    page.get_by_text("Run is disabled").wait_for(timeout=15_000)
+    # click the option once the filter shows it: Enter could pick the option highlighted
+    # before the list was filtered (a race under load), leaving the accelerator unchanged
+    page.get_by_role("option").filter(has_text="tpu-v5e").first.click(timeout=30_000)
+    expect(select.get_by_role("combobox")).to_have_value("tpu-v5e", timeout=30_000)
+    page.get_by_text("Run is disabled").wait_for(timeout=60_000)
     assert page.get_by_role("button", name="Run", exact=True).is_disabled()
     error = page.locator("[data-testid=stMain] [data-testid=stAlert]").filter(has_text="cannot place model")
     error.wait_for(timeout=5_000)
