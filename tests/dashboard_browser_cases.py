@@ -128,3 +128,51 @@ def sidebar_number(page, label: str, value: str) -> None:
     field = page.locator("[data-testid=stSidebar]").get_by_role("spinbutton", name=label).first
     field.fill(value)
     field.press("Enter")
+
+
+# Streamlit's app root carries the script's state (data-test-script-state: running,
+# notRunning, ...). A watcher counts the runs that ended (a change away from "running"),
+# so a test can wait for the rerun its own action caused, however late it starts: a fixed
+# pause or the status widget (shown only after a delay) can pass before it starts.
+RUNS_ENDED_JS = """() => {
+  const app = document.querySelector('[data-testid=stApp]');
+  if (window.__dcsimRunsEnded === undefined) {
+    window.__dcsimRunsEnded = 0;
+    new MutationObserver(records => {
+      for (const r of records) if (r.oldValue === 'running') window.__dcsimRunsEnded++;
+    }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+  }
+  return window.__dcsimRunsEnded;
+}"""
+RERUN_DONE_JS = """(n) => window.__dcsimRunsEnded > n &&
+  document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state') === 'notRunning'"""
+
+
+def runs_ended(page) -> int:
+    """Script runs that ended since the watcher was installed (installed by the first call)."""
+    return page.evaluate(RUNS_ENDED_JS)
+
+
+def wait_for_rerun(page, before: int, timeout_ms: float = 60_000) -> None:
+    """Wait until a run ended after ``before`` (:func:`runs_ended`, read before the action)
+    and no run is going."""
+    page.wait_for_function(RERUN_DONE_JS, arg=before, timeout=timeout_ms)
+
+
+# Every text a progress bar shows, recorded as the page changes (a poll could miss a bar
+# that changes or goes between two looks on a loaded machine).
+PROGRESS_WATCH_JS = """() => {
+  window.__dcsimProgress = new Set();
+  const look = () => document.querySelectorAll('[data-testid=stProgress]')
+    .forEach(e => { const t = e.innerText.trim(); if (t) window.__dcsimProgress.add(t); });
+  new MutationObserver(look).observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def watch_progress(page) -> None:
+    """Start recording every progress bar text (read with :func:`progress_seen`)."""
+    page.evaluate(PROGRESS_WATCH_JS)
+
+
+def progress_seen(page) -> set[str]:
+    return set(page.evaluate("() => [...window.__dcsimProgress]"))

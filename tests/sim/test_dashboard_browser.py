@@ -12,18 +12,17 @@ With ``DCSIM_SCREENSHOTS=DIR`` each view is saved whole (not only the first 1000
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 from browser_cases import CLIPPED_JS, launched_chromium
-from dashboard_browser_cases import (CHECKED, many_fleets, run_and_wait, show_view, sidebar_number,
-                                     streamlit_server, whole_page_screenshot)
+from dashboard_browser_cases import (CHECKED, many_fleets, progress_seen, run_and_wait, runs_ended, show_view,
+                                     sidebar_number, streamlit_server, wait_for_rerun, watch_progress,
+                                     whole_page_screenshot)
 
 VIEWS = ["Overview", "Latency", "Utilisation", "Cost", "Roofline", "SLO misses", "Compare", "Energy"]
 README_SHOTS = {"Overview": "dashboard-main.png", "Roofline": "dashboard-roofline.png"}
-PROGRESS_JS = "() => [...document.querySelectorAll('[data-testid=stProgress]')].map(e => e.innerText.trim())"
 
 pytestmark = pytest.mark.slow
 
@@ -67,9 +66,10 @@ def test_three_fleets_every_view_without_clipped_text(server, page):
     # change a control: open the run settings, set the seed
     page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
     seed = page.get_by_label("seed")
+    before = runs_ended(page)
     seed.fill("43")
     seed.press("Enter")
-    page.wait_for_timeout(1500)  # the rerun after the edit
+    wait_for_rerun(page, before)  # the rerun after the edit
     elapsed_s = run_and_wait(page)
     print(f"\nRun -> results on the default scenario: {elapsed_s:.1f} s")
     assert page.locator("[data-testid=fleet-card]").count() == 3
@@ -180,23 +180,16 @@ def test_a_long_run_shows_progress(server, page):
     page.get_by_role("button", name="Run", exact=True).wait_for(timeout=30_000)
     page.locator("[data-testid=stSidebar]").get_by_text("run", exact=True).click()
     duration = page.get_by_role("spinbutton", name="arrivals for (s)")
+    before = runs_ended(page)
     duration.fill("3000")
     duration.press("Enter")
-    page.wait_for_timeout(500)
-    page.locator("[data-testid=stStatusWidget]").wait_for(state="hidden", timeout=30_000)  # the edit's rerun
+    wait_for_rerun(page, before)  # the edit's rerun
+    watch_progress(page)
     page.get_by_role("button", name="Run", exact=True).click()
-    page.locator("[data-testid=stProgress]").first.wait_for(timeout=60_000)
-    seen: set[str] = set()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:  # read without waiting: the bar may go between two looks
-        texts = page.evaluate(PROGRESS_JS)
-        if not texts:
-            break
-        seen.update(t for t in texts if t)
-        page.wait_for_timeout(100)
+    page.locator("[data-testid=fleet-card]").first.wait_for(timeout=180_000)
+    seen = progress_seen(page)
     assert any(t.startswith("simulating fleet all-h100 (1/3, ") for t in seen), seen
     assert any(t.startswith("simulating fleet all-b200 (2/3, ") for t in seen), seen
     assert any("requests" in t and "/" in t for t in seen), seen
-    page.locator("[data-testid=fleet-card]").first.wait_for(timeout=120_000)
     page.get_by_text("3000 s of arrivals").first.wait_for(timeout=10_000)
     assert page.locator("[data-testid=stProgress]").count() == 0  # gone once the results are drawn
