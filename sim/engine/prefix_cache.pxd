@@ -10,6 +10,7 @@ cdef int _UP, _DOWN, _KIDS, _HEAD, _FREE
 cdef class PrefixCache:
     cdef public Py_ssize_t block_tokens, pages_per_block, cap, n_refd, evictable, free, size, used, position
     cdef public object capacity_blocks, shared
+    cdef object st_buf, skey_buf
     cdef public KeyTable heads
     cdef public BlockIndex holders
     cdef public Py_ssize_t last
@@ -18,14 +19,13 @@ cdef class PrefixCache:
     cdef int[::1] st
     @cython.locals(i=Py_ssize_t)
     cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
-    @cython.locals(old=Py_ssize_t, size=Py_ssize_t, st='int[::1]', skey='long long[::1]')
     cdef _grow(self)
     @cython.locals(p=int, n=int)
-    cdef inline void _unlink(self, Py_ssize_t s)
+    cdef inline void _unlink(self, Py_ssize_t s) noexcept
     @cython.locals(last=int)
-    cdef inline void _push_back(self, Py_ssize_t s)
+    cdef inline void _push_back(self, Py_ssize_t s) noexcept
     @cython.locals(d=Py_ssize_t)
-    cdef Py_ssize_t _child(self, Py_ssize_t p, long long key)
+    cdef Py_ssize_t _child(self, Py_ssize_t p, long long key) noexcept
     @cython.locals(s=Py_ssize_t)
     cdef Py_ssize_t _new_slot(self, long long key, Py_ssize_t p) except -1
     @cython.locals(key=cython.longlong, p=Py_ssize_t)
@@ -35,12 +35,12 @@ cdef class PrefixCache:
     @cython.locals(n=Py_ssize_t, p=Py_ssize_t)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
     @cython.locals(t=Py_ssize_t)
-    cdef inline void _take(self, Py_ssize_t s, bint count_moved)
+    cdef inline void _take(self, Py_ssize_t s, bint count_moved) noexcept
     @cython.locals(n=Py_ssize_t, s=Py_ssize_t, t=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     cpdef long long traffic_blocks(self, Py_ssize_t i)
-    cdef inline void _count(self, Py_ssize_t i)
+    cdef inline void _count(self, Py_ssize_t i) noexcept
     @cython.locals(cap=cython.longlong, put=Py_ssize_t, t=Py_ssize_t, below=Py_ssize_t)
     cdef _demote(self, Py_ssize_t s)
     cdef _evict_oldest(self)
