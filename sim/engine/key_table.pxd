@@ -9,7 +9,7 @@ cdef Py_ssize_t _NARROW
 cdef class KeyTable:
     cdef public Py_ssize_t tmask, tshift, tused
     cdef long long[::1] table
-    cdef inline Py_ssize_t _home(self, long long key) noexcept
+    cpdef Py_ssize_t _home(self, long long key) noexcept  # cpdef: tests read the layout
     @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
     cdef inline Py_ssize_t _at(self, long long key) noexcept
     @cython.locals(i=Py_ssize_t)

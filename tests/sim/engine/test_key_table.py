@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from sim.engine.key_table import BlockIndex, KeyTable
 
-KEYS = st.one_of(st.integers(0, 40), st.integers(0, 2**31).map(lambda k: (k << 31) | 5))  # the latter: one home
+# Keys with one home, the table's last entry at every size: a key's home is its group (the
+# multiplicative hash of bits 3-33) times 8 plus its low three bits (KeyTable._home), and
+# 2,098,943,527 × 2,654,435,761 ≡ 2**32 − 9 (mod 2**32) has its top 28 bits set, so the last
+# group; low bits 7: its last entry. Their probe runs wrap across the table's end.
+LAST_GROUP = 2_098_943_527
+KEYS = st.one_of(st.integers(0, 40), st.integers(0, 2**28).map(lambda k: (k << 34) | (LAST_GROUP << 3) | 7))
 
 
 @settings(max_examples=150)
@@ -32,6 +37,20 @@ def test_key_table_is_a_dict(bulk, ops):
         assert table.get(key, -7) == value
     for key in [*range(41), *range(1000, 1301)]:
         assert table.get(key, -7) == want.get(key, -7)
+
+
+def test_the_one_home_keys_start_at_the_last_entry_and_runs_of_eight_share_a_group():
+    """The layout _home promises (hand values above): the generated one-home keys start
+    at the last entry of a table of 128 and of 2**20 entries, and keys 8m..8m+7 have
+    consecutive homes (the group of 8m), so a run of new keys fills whole groups."""
+    for buckets in (128, 2**20):
+        table = KeyTable()
+        table.tmask, table.tshift = buckets - 1, 32 - (buckets.bit_length() - 1)
+        for k in (0, 1, 2**28):
+            assert table._home((k << 34) | (LAST_GROUP << 3) | 7) == buckets - 1
+        for m in (0, 1, 12_345, 2**40):
+            homes = [table._home(8 * m + i) for i in range(8)]
+            assert homes == [homes[0] + i for i in range(8)] and homes[0] % 8 == 0
 
 
 @settings(max_examples=100)
