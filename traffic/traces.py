@@ -87,6 +87,7 @@ class Trace:
     source_path: Path
     source_line: np.ndarray | None = None
     prefix_keys: tuple | None = None  # per row (sorted order): its prompt blocks' chain keys (traffic.prefix)
+    prefix_key_count: int = 0  # distinct chain keys in prefix_keys: they are 0 .. prefix_key_count - 1
 
     def describe_row(self, i: int) -> str:
         """``line N`` of row ``i`` (after sorting) in the file, for error messages."""
@@ -177,7 +178,8 @@ def _build_trace(path: Path, times_s: np.ndarray, prompt: np.ndarray, output: np
     if hashes is not None:
         table: dict = {}
         keys = tuple(chain_keys(hashes[i], table) for i in order.tolist())
-    return Trace(*arrays[:3], source_path=path, source_line=arrays[3], prefix_keys=keys)
+    return Trace(*arrays[:3], source_path=path, source_line=arrays[3], prefix_keys=keys,
+                 prefix_key_count=len(table) if hashes is not None else 0)
 
 
 # --- Azure CSV -------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import numpy as np
 
 from fleets.catalog_io import load_catalog
 
+from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from sim.workloads import kind_of
 from sim.workloads.base import Draws, RequestShapes
@@ -172,6 +173,12 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
     mix = getattr(wl, "mix", None)
     rng_mix = _mix_stream(scenario.seed, name) if mix is not None else None
     prefix_of = getattr(wl.arrival, "prefix_of", None) if _cached(scenario, name) else None
+    key_base, key_span = 0, 0
+    if prefix_of is not None:
+        bases, key_span = prefix_key_ranges(scenario)
+        key_base = bases.get(name, 0)
+        if mix is not None:
+            _check_key_room(name, mix, key_span)
 
     def draw() -> Iterator[WorkloadDemand]:
         for chunk in chunks:
@@ -181,12 +188,79 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
             if mix is not None:
                 shapes.variant, shapes.adapter, shapes.lora = draw_mix(mix, wl.arrival, chunk.rows, rng_mix,
                                                                        len(arrival_s))
-            prefix = prefix_of(chunk.rows) if prefix_of is not None and chunk.rows is not None else None
+            prefix = prefix_of(chunk.rows, key_base) if prefix_of is not None and chunk.rows is not None else None
+            if prefix is not None and mix is not None:
+                prefix = per_checkpoint_keys(prefix, shapes.variant, shapes.adapter, mix.adapters, key_span)
             yield WorkloadDemand(name, wl.kind, arrival_s, shapes.prompt, shapes.output, shapes.steps,
                                  shapes.service, shapes.draws, shapes.images, shapes.cfg, None,
                                  shapes.variant, shapes.adapter, shapes.lora, prefix)
 
     return draw()
+
+
+def prefix_key_ranges(scenario: Scenario) -> tuple[dict[str, int], int]:
+    """Per workload whose requests carry prefix keys (it replays a trace with block hashes
+    and a pool with a prefix cache serves it), the number added to its trace's chain keys;
+    and the keys all those traces span together.
+
+    A trace's chain keys are 0, 1, ... in first-seen order (:func:`traffic.prefix.chain_keys`)
+    and a cache compares keys alone, so two traces' keys must not overlap: block ids of two
+    different files do not stand for the same tokens (a Mooncake trace's ``hash_ids`` are its
+    own), and without an offset one trace's key 7 would hit the other's. Each distinct trace
+    file (by resolved path) gets the next free range, in the scenario's workload order (so
+    runs are deterministic); workloads replaying the same file share its range, as they
+    replay the same prompts."""
+    bases: dict = {}
+    by_file: dict = {}
+    span = 0
+    for name, wl in scenario.workloads.items():
+        if getattr(wl.arrival, "prefix_of", None) is None or not _cached(scenario, name):
+            continue
+        trace = wl.arrival.trace()
+        if trace.prefix_keys is None:
+            continue
+        if trace.source_path not in by_file:
+            by_file[trace.source_path] = span
+            span += trace.prefix_key_count
+        bases[name] = by_file[trace.source_path]
+    return bases, span
+
+
+def per_checkpoint_keys(prefix: np.ndarray, variant: np.ndarray, adapter: np.ndarray, adapters: int,
+                        key_span: int) -> np.ndarray:
+    """The prefix keys of requests under a model mix (:mod:`sim.workloads.mix`): the KV of a
+    prompt depends on the weights that computed it, so two checkpoints, or the same one with
+    and without a LoRA adapter (whose deltas change the K and V projections), never share a
+    block. vLLM puts the request's LoRA id in every block's hash for this reason
+    (``extra_keys`` of the block hash, vLLM v1 ``kv_cache_utils.py``, 2025). Request i's keys
+    move to the range of its (checkpoint, adapter) pair: ``key + key_span × (variant ×
+    (adapters + 1) + adapter + 1)`` (``adapter`` −1: none), so checkpoint 0 without an
+    adapter keeps the keys a workload without a mix has.
+
+    Args:
+        prefix: object array of key tuples, shape (n,).
+        variant: checkpoint rank per request, int shape (n,).
+        adapter: adapter id per request, −1 none, int shape (n,).
+        adapters: the mix's adapter count.
+        key_span: the keys the scenario's traces span (:func:`prefix_key_ranges`).
+    Returns:
+        A new object array of key tuples, shape (n,)."""
+    out = np.empty(len(prefix), dtype=object)
+    width = adapters + 1
+    shifts = (variant.astype(np.int64) * width + adapter.astype(np.int64) + 1) * key_span
+    out[:] = [keys if not shift else tuple(k + shift for k in keys)
+              for keys, shift in zip(prefix.tolist(), shifts.tolist())]
+    return out
+
+
+def _check_key_room(name: str, mix, key_span: int) -> None:
+    """Raise ScenarioError if workload ``name``'s (checkpoint, adapter) key ranges
+    (:func:`per_checkpoint_keys`) pass the caches' 63-bit keys."""
+    if mix.models * (mix.adapters + 1) * key_span >= 2**63:
+        raise ScenarioError(
+            f"workloads.{name}.mix: models × (adapters + 1) × the {key_span:,} distinct prefix blocks of the "
+            f"scenario's traces is past 2**63, the prefix cache's key range (each checkpoint and adapter "
+            f"caches its own blocks); use fewer models or adapters")
 
 
 def _cached(scenario: Scenario, name: str) -> bool:

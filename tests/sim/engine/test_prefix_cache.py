@@ -602,3 +602,88 @@ def test_fast_and_exact_modes_agree_with_a_shared_tier(tmp_path, rows, capacity,
     np.testing.assert_array_equal(a["cached_tokens"].to_numpy(), b["cached_tokens"].to_numpy())
     np.testing.assert_array_equal(a["shared_cached_tokens"].to_numpy(), b["shared_cached_tokens"].to_numpy())
     assert_same_tier_traffic(fast, exact)
+
+
+# --- several traces feeding one cache ------------------------------------------------------
+def two_workloads(tmp_path: Path, second_file_same: bool) -> dict:
+    """Workload chat replays a.jsonl, workload other replays b.jsonl (the same rows in a file
+    of its own) or a.jsonl again; one replica with a cache serves both, one request at a time."""
+    rows = [_conv(0, [7, 8, 9, 10])]  # 3 × 512 + 100 tokens: 3 whole blocks cacheable (1,536 tokens)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (a, b):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = one_replica(a, 100, None, **SMALL)
+    data["workloads"]["other"] = {"kind": "autoregressive", "model": SMALL["model"], "arrival": {
+        "kind": "trace", "path": str(a if second_file_same else b), "format": "mooncake_jsonl"}}
+    data["fleets"][0]["pools"][0]["serves"] = ["chat", "other"]
+    return data
+
+
+@pytest.mark.parametrize(("same_file", "cached"), [(False, [0, 0]), (True, [0, 1536])])
+def test_block_ids_of_two_trace_files_never_hit_each_other(tmp_path, same_file, cached):
+    """Both workloads send a prompt with hash_ids [7, 8, 9, 10] at 0 s. Ids of two different
+    files are each file's own, so neither request finds the other's blocks (a cache keyed
+    by each file's chain keys from 0 once gave the second 1,536 cached tokens); the same
+    file replayed twice is the same prompt, so the second request (after the first, one at
+    a time) reuses its three whole blocks."""
+    got = simulate(parse_scenario(two_workloads(tmp_path, same_file), "two")).requests
+    assert sorted(got["cached_tokens"].tolist()) == cached
+
+
+def test_each_trace_file_gets_a_key_range_of_its_own(tmp_path):
+    """a.jsonl's one row has 4 blocks (chain keys 0-3), so b.jsonl's keys start at 4; a third
+    workload replaying a.jsonl shares its range."""
+    from sim.engine.demand import prefix_key_ranges
+
+    data = two_workloads(tmp_path, False)
+    data["workloads"]["again"] = dict(data["workloads"]["chat"])
+    data["fleets"][0]["pools"][0]["serves"].append("again")
+    assert prefix_key_ranges(parse_scenario(data, "three")) == ({"chat": 0, "other": 4, "again": 0}, 8)
+
+
+def test_each_checkpoint_and_adapter_keeps_its_own_keys():
+    """Hand values: keys span 10, 4 adapters (width 5): checkpoint 0 without an adapter keeps
+    its keys; checkpoint 1 without one moves by 10 × 5; checkpoint 0 with adapter 3 by 10 × 4."""
+    from sim.engine.demand import per_checkpoint_keys
+
+    prefix = np.empty(3, dtype=object)
+    prefix[:] = [(0, 1, 2), (0, 1, 2), (0, 1, 2)]
+    got = per_checkpoint_keys(prefix, np.array([0, 1, 0]), np.array([-1, -1, 3]), 4, 10)
+    assert got.tolist() == [(0, 1, 2), (50, 51, 52), (40, 41, 42)]
+
+
+def test_a_prompt_hits_only_blocks_its_own_checkpoint_and_adapter_computed(tmp_path):
+    """Twenty requests with the same prompt (hash_ids [7, 8, 9, 10]: 3 whole blocks), 2 s
+    apart, one at a time, drawn over 3 checkpoints and 4 adapters (half the requests name
+    one): a request reuses the 1,536 tokens only if an earlier request had its checkpoint
+    and adapter (the pairs come from the workload's demand, drawn before any cache runs).
+    Before keys were per pair every request after the first hit."""
+    from sim.engine.demand import workload_demand
+
+    path = tmp_path / "same.jsonl"
+    path.write_text("".join(json.dumps(_conv(t * 2000, [7, 8, 9, 10])) + "\n" for t in range(20)))
+    data = one_replica(path, 100, None, **SMALL)
+    data["workloads"]["chat"]["mix"] = {"models": 3, "adapters": 4, "adapter_share": 0.5}
+    pool = data["fleets"][0]["pools"][0]
+    pool["residency"] = {"resident_models": 8, "adapter_cache": 16}
+    pool["loading"] = {"storage": "nvme-gen5", "devices": 4}
+    scenario = parse_scenario(data, "mix")
+    demand = workload_demand(scenario, "chat")
+    pairs = list(zip(demand.variant.tolist(), demand.adapter.tolist()))
+    want = [1536 if pair in pairs[:i] else 0 for i, pair in enumerate(pairs)]
+    assert 1 < want.count(0) < 20  # the draw has repeats and several pairs
+    got = simulate(scenario).requests.sort_values("request_id")
+    assert got["cached_tokens"].tolist() == want
+
+
+def test_a_mix_whose_key_ranges_pass_63_bits_is_refused():
+    """The largest mix (10**6 checkpoints, 10**7 adapters: 10**6 × (10**7 + 1) key ranges)
+    fits 900,000 distinct blocks (9.000009e18 < 2**63 ≈ 9.223e18) but not 1,000,000
+    (1.000001e19): the error names the workload's mix and the block count."""
+    from sim.engine.demand import _check_key_room
+    from sim.workloads.mix import ModelMix
+
+    mix = ModelMix(models=10**6, adapters=10**7, adapter_share=0.5)
+    _check_key_room("chat", mix, 900_000)
+    with pytest.raises(ScenarioError, match=r"workloads\.chat\.mix: .*1,000,000 distinct prefix blocks.*2\*\*63"):
+        _check_key_room("chat", mix, 1_000_000)
