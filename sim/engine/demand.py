@@ -231,8 +231,10 @@ def per_checkpoint_keys(prefix: np.ndarray, variant: np.ndarray, adapter: np.nda
     """The prefix keys of requests under a model mix (:mod:`sim.workloads.mix`): the KV of a
     prompt depends on the weights that computed it, so two checkpoints, or the same one with
     and without a LoRA adapter (whose deltas change the K and V projections), never share a
-    block. vLLM puts the request's LoRA id in every block's hash for this reason
-    (``extra_keys`` of the block hash, vLLM v1 ``kv_cache_utils.py``, 2025). Request i's keys
+    block. vLLM puts the request's LoRA adapter in every block's hash for this reason
+    (github.com/vllm-project/vllm, ``vllm/v1/core/kv_cache_utils.py``:
+    ``_gen_lora_extra_hash_keys``, called by ``generate_block_hash_extra_keys``; the
+    adapter's id, later its name; 2025). Request i's keys
     move to the range of its (checkpoint, adapter) pair: ``key + key_span × (variant ×
     (adapters + 1) + adapter + 1)`` (``adapter`` −1: none), so checkpoint 0 without an
     adapter keeps the keys a workload without a mix has.
