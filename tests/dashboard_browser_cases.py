@@ -124,10 +124,17 @@ def many_fleets(path: Path, n: int, **fields) -> Path:
 
 
 def sidebar_number(page, label: str, value: str) -> None:
-    """Type ``value`` into the sidebar's number field ``label`` and commit it."""
+    """Type ``value`` into the sidebar's number field ``label``, commit it, and wait for the
+    rerun it causes to end (``value`` must differ from the field's). It types only once no
+    script run is going: an edit made while the page's first run is still rendering the
+    sidebar (a loaded machine) could land in an element that run then replaced, and CI
+    once saw the field show its old value after the app had taken the new one."""
+    wait_idle(page)
     field = page.locator("[data-testid=stSidebar]").get_by_role("spinbutton", name=label).first
+    before = runs_ended(page)
     field.fill(value)
     field.press("Enter")
+    wait_for_rerun(page, before)
 
 
 # Streamlit's app root carries the script's state (data-test-script-state: running,
@@ -146,6 +153,15 @@ RUNS_ENDED_JS = """() => {
 }"""
 RERUN_DONE_JS = """(n) => window.__dcsimRunsEnded > n &&
   document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state') === 'notRunning'"""
+
+
+IDLE_JS = """() => document.querySelector('[data-testid=stApp]')?.getAttribute('data-test-script-state')
+  === 'notRunning'"""
+
+
+def wait_idle(page, timeout_ms: float = 60_000) -> None:
+    """Wait until the app has run its script and no run is going."""
+    page.wait_for_function(IDLE_JS, timeout=timeout_ms)
 
 
 def runs_ended(page) -> int:
