@@ -273,19 +273,16 @@ class TraceArrivals(BaseModel):
         trace = self.trace()
         return np.maximum(trace.prompt_tokens[rows], 1), np.maximum(trace.output_tokens[rows], 1)
 
-    def prefix_of(self, rows: np.ndarray, key_base: int = 0) -> np.ndarray | None:
-        """The prompt blocks' chain keys (:mod:`traffic.prefix`) of trace rows ``rows``,
-        each plus ``key_base`` (a scenario gives each trace file a range of keys of its own:
-        :func:`sim.engine.demand.prefix_key_ranges`): an object array of tuples, shape
-        (k,), or None when the trace carries no hashes."""
+    def prefix_of(self, rows: np.ndarray) -> np.ndarray | None:
+        """The prompt blocks' chain keys (:mod:`traffic.prefix`) of trace rows ``rows``, as
+        the trace numbers them (a scenario moves them to a range of the trace file's own:
+        :func:`sim.engine.demand.request_keys`): an object array of tuples, shape (k,), or
+        None when the trace carries no hashes."""
         keys = self.trace().prefix_keys
         if keys is None:
             return None
         out = np.empty(len(rows), dtype=object)
-        if key_base:
-            out[:] = [tuple(k + key_base for k in keys[i]) for i in rows.tolist()]
-        else:
-            out[:] = [keys[i] for i in rows.tolist()]
+        out[:] = [keys[i] for i in rows.tolist()]
         return out
 
     def mean_lengths(self) -> tuple[float, float]:

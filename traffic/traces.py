@@ -175,11 +175,11 @@ def _build_trace(path: Path, times_s: np.ndarray, prompt: np.ndarray, output: np
     for array in arrays:
         array.setflags(write=False)
     keys = None
+    table: dict = {}
     if hashes is not None:
-        table: dict = {}
         keys = tuple(chain_keys(hashes[i], table) for i in order.tolist())
     return Trace(*arrays[:3], source_path=path, source_line=arrays[3], prefix_keys=keys,
-                 prefix_key_count=len(table) if hashes is not None else 0)
+                 prefix_key_count=len(table))
 
 
 # --- Azure CSV -------------------------------------------------------------------------

@@ -188,9 +188,11 @@ def _windows(scenario: Scenario, name: str) -> Iterator[WorkloadDemand]:
             if mix is not None:
                 shapes.variant, shapes.adapter, shapes.lora = draw_mix(mix, wl.arrival, chunk.rows, rng_mix,
                                                                        len(arrival_s))
-            prefix = prefix_of(chunk.rows, key_base) if prefix_of is not None and chunk.rows is not None else None
+            prefix = prefix_of(chunk.rows) if prefix_of is not None and chunk.rows is not None else None
             if prefix is not None and mix is not None:
-                prefix = per_checkpoint_keys(prefix, shapes.variant, shapes.adapter, mix.adapters, key_span)
+                prefix = request_keys(prefix, key_base, key_span, shapes.variant, shapes.adapter, mix.adapters)
+            elif prefix is not None:
+                prefix = request_keys(prefix, key_base)
             yield WorkloadDemand(name, wl.kind, arrival_s, shapes.prompt, shapes.output, shapes.steps,
                                  shapes.service, shapes.draws, shapes.images, shapes.cfg, None,
                                  shapes.variant, shapes.adapter, shapes.lora, prefix)
@@ -226,30 +228,38 @@ def prefix_key_ranges(scenario: Scenario) -> tuple[dict[str, int], int]:
     return bases, span
 
 
-def per_checkpoint_keys(prefix: np.ndarray, variant: np.ndarray, adapter: np.ndarray, adapters: int,
-                        key_span: int) -> np.ndarray:
-    """The prefix keys of requests under a model mix (:mod:`sim.workloads.mix`): the KV of a
-    prompt depends on the weights that computed it, so two checkpoints, or the same one with
-    and without a LoRA adapter (whose deltas change the K and V projections), never share a
-    block. vLLM puts the request's LoRA adapter in every block's hash for this reason
-    (github.com/vllm-project/vllm, ``vllm/v1/core/kv_cache_utils.py``:
-    ``_gen_lora_extra_hash_keys``, called by ``generate_block_hash_extra_keys``; the
-    adapter's id, later its name; 2025). Request i's keys
-    move to the range of its (checkpoint, adapter) pair: ``key + key_span × (variant ×
-    (adapters + 1) + adapter + 1)`` (``adapter`` −1: none), so checkpoint 0 without an
-    adapter keeps the keys a workload without a mix has.
+def request_keys(prefix: np.ndarray, key_base: int, key_span: int = 0, variant: np.ndarray | None = None,
+                 adapter: np.ndarray | None = None, adapters: int = 0) -> np.ndarray:
+    """The prefix keys a cache sees for requests whose trace keys are ``prefix``: each
+    key plus its trace file's ``key_base`` (:func:`prefix_key_ranges`), and under a model
+    mix (:mod:`sim.workloads.mix`, ``variant`` given) plus the range of the request's
+    (checkpoint, adapter) pair.
+
+    The KV of a prompt depends on the weights that computed it, so two checkpoints, or the
+    same one with and without a LoRA adapter (whose deltas change the K and V
+    projections), never share a block. vLLM puts the request's LoRA adapter in every
+    block's hash for this reason (github.com/vllm-project/vllm,
+    ``vllm/v1/core/kv_cache_utils.py``: ``_gen_lora_extra_hash_keys``, called by
+    ``generate_block_hash_extra_keys``; the adapter's id, later its name; 2025). Request
+    i's keys move by ``key_span × (variant × (adapters + 1) + adapter + 1)`` (``adapter``
+    −1: none), so checkpoint 0 without an adapter keeps the keys a workload without a mix
+    has.
 
     Args:
-        prefix: object array of key tuples, shape (n,).
-        variant: checkpoint rank per request, int shape (n,).
-        adapter: adapter id per request, −1 none, int shape (n,).
+        prefix: object array of key tuples, shape (n,), as the trace numbers them.
+        key_base: the trace file's first key (:func:`prefix_key_ranges`).
+        key_span: the keys the scenario's traces span (:func:`prefix_key_ranges`); with a mix.
+        variant: checkpoint rank per request, int shape (n,); None: no mix.
+        adapter: adapter id per request, −1 none, int shape (n,); with ``variant``.
         adapters: the mix's adapter count.
-        key_span: the keys the scenario's traces span (:func:`prefix_key_ranges`).
     Returns:
-        A new object array of key tuples, shape (n,)."""
+        An object array of key tuples, shape (n,): ``prefix`` itself when no key moves."""
+    shifts = np.full(len(prefix), key_base, dtype=np.int64)
+    if variant is not None:
+        shifts += (variant.astype(np.int64) * (adapters + 1) + adapter.astype(np.int64) + 1) * key_span
+    if not shifts.any():
+        return prefix
     out = np.empty(len(prefix), dtype=object)
-    width = adapters + 1
-    shifts = (variant.astype(np.int64) * width + adapter.astype(np.int64) + 1) * key_span
     out[:] = [keys if not shift else tuple(k + shift for k in keys)
               for keys, shift in zip(prefix.tolist(), shifts.tolist())]
     return out
@@ -257,7 +267,7 @@ def per_checkpoint_keys(prefix: np.ndarray, variant: np.ndarray, adapter: np.nda
 
 def _check_key_room(name: str, mix, key_span: int) -> None:
     """Raise ScenarioError if workload ``name``'s (checkpoint, adapter) key ranges
-    (:func:`per_checkpoint_keys`) pass the caches' 63-bit keys."""
+    (:func:`request_keys`) pass the caches' 63-bit keys."""
     if mix.models * (mix.adapters + 1) * key_span >= 2**63:
         raise ScenarioError(
             f"workloads.{name}.mix: models × (adapters + 1) × the {key_span:,} distinct prefix blocks of the "

@@ -644,12 +644,16 @@ def test_each_trace_file_gets_a_key_range_of_its_own(tmp_path):
 def test_each_checkpoint_and_adapter_keeps_its_own_keys():
     """Hand values: keys span 10, 4 adapters (width 5): checkpoint 0 without an adapter keeps
     its keys; checkpoint 1 without one moves by 10 × 5; checkpoint 0 with adapter 3 by 10 × 4."""
-    from sim.engine.demand import per_checkpoint_keys
+    from sim.engine.demand import request_keys
 
     prefix = np.empty(3, dtype=object)
     prefix[:] = [(0, 1, 2), (0, 1, 2), (0, 1, 2)]
-    got = per_checkpoint_keys(prefix, np.array([0, 1, 0]), np.array([-1, -1, 3]), 4, 10)
+    got = request_keys(prefix, 0, 10, np.array([0, 1, 0]), np.array([-1, -1, 3]), 4)
     assert got.tolist() == [(0, 1, 2), (50, 51, 52), (40, 41, 42)]
+    # a second trace file whose keys start at 100: every pair's range moves with it
+    got = request_keys(prefix, 100, 10, np.array([0, 1, 0]), np.array([-1, -1, 3]), 4)
+    assert got.tolist() == [(100, 101, 102), (150, 151, 152), (140, 141, 142)]
+    assert request_keys(prefix, 100).tolist() == [(100, 101, 102)] * 3
 
 
 def test_a_prompt_hits_only_blocks_its_own_checkpoint_and_adapter_computed(tmp_path):
