@@ -72,54 +72,46 @@ _TIERS = 3  # local tiers: HBM, host DRAM, local SSD
 _HOST, _SSD = 1, 2  # HOST, SSD as C constants when compiled
 _MOVED = 4  # entries of ``moved``: the lower local tiers and the shared store
 _SHARED = 3  # SHARED, a C constant when compiled
-_W = 8  # a slot's fields in ``st`` (class docstring)
-_REF, _TIER, _PREV, _NEXT, _UP, _DOWN, _KIDS, _HEAD = 0, 1, 2, 3, 4, 5, 6, 7
-_FREE = -1  # a free slot's tier
+_W = 9  # a run's fields in ``st`` (class docstring)
+_REF, _PREV, _NEXT, _UP, _DOWN, _KIDS, _LEN, _NHOST, _NSSD = 0, 1, 2, 3, 4, 5, 6, 7, 8
 _INT_BYTES = array("i").itemsize
 _KEY_BYTES = array("q").itemsize
 
 
 class PrefixCache:
-    """The cached blocks of one replica (module docstring).
+    """The cached blocks of one replica (module docstring), kept as runs.
 
-    Every block held has a slot; ``st`` holds per slot, in ``_W`` consecutive C ints, its
-    references (running requests holding it; only an HBM block is referenced), its tier
-    (0 HBM, :data:`HOST`, :data:`SSD`; ``_FREE`` for a free slot), its links in the LRU
-    list (below), and its place in the chains: its parent (the slot of the block before
-    it in its chain, -1 for a chain's first block), its chain child (one child found
-    through it, -1: none), how many of its children are held, and whether it is a head;
-    ``skey`` its key.
-    A request's blocks are a path, so it keeps only the slot of its last one (released
-    up the parent links).
+    A run is a stretch of blocks with consecutive chain keys on one chain (key ``skey[r]``
+    + i for its block i), held together: ``st`` holds per run, in ``_W`` consecutive C
+    ints, its references (running requests holding it; a referenced run is all in HBM),
+    its links in the LRU list (below), its parent (the run whose last block precedes its
+    first; -1 for a chain's first run), its chain child (one child found through it, -1:
+    none) and how many children it has, its length in blocks, and how many of its blocks
+    are in host DRAM and on SSD. Slots are runs: a request's new blocks join as one run
+    (or a few, where their keys are not consecutive), so the work of a request grows with
+    its runs, not its blocks, except for comparing its keys.
 
-    The blocks form a tree, as SGLang's radix tree does: a request's blocks are a path
-    from a root, and a chain child is reached from its parent's slot without a lookup.
-    The first child a block gets is its chain child; the others (branches) and the roots
-    are heads, whose keys map to their slots in ``heads`` (a
-    :class:`sim.engine.key_table.KeyTable`). So the blocks a prefill computes join the cache as a path of chain
-    children with no table probe (a new block has no children, so its successor cannot
-    be held), and a lookup walks chain children, probing the table only where a block
-    has branches. Freed slots are chained through their next link (slots from ``used`` on
-    were never used). No Python object per
-    block (a dict of this size per replica cost two cache misses per probe and a
-    reallocation of its table every few thousand insertions).
+    The runs form SGLang's radix tree: children hang only at a run's end, and every
+    request's last block ends a run, so a request keeps the slot of its last run and
+    releases its blocks up the parent links. A hit ending inside a run splits it (the
+    first part gets a new slot and takes the run's place under its parent; the rest
+    keeps its slot, its children and the requests ending there). A run's first key maps
+    to its slot in ``heads`` (a :class:`sim.engine.key_table.KeyTable`) unless it is its
+    parent's chain child. Freed slots are chained through their next link; slots from
+    ``used`` on were never used.
 
-    A block never leaves before its children (so a held block's parent is held): a
-    request holds a prefix of its chain and releases it deepest block first, so a child
-    is never more recent than its parent, and blocks leave the replica least recent
-    first from the last tier, each tier passing its least recent block on to the next
-    (the order of recency runs unbroken through the tiers, the referenced blocks on top).
-    :meth:`_drop` checks it.
-
-    So the unreferenced blocks of all tiers are one least-recently-used list (doubly
-    linked, circular through the sentinel slot 0), least recent first: those on local
-    SSD, then those in host DRAM, then the evictable HBM blocks; ``edge[t]`` is the slot
-    of the last block of tiers t and below (t = :data:`HOST`, :data:`SSD`; 0, the
-    sentinel, while they hold none; ``edge[3]`` stays 0). A block demoted from a tier
-    to the next keeps its place in the list: the edges between them move past it, and
-    only its tier changes (one slot written, no links); a promotion (a hit below HBM)
-    or a block leaving the replica unlinks it, and an edge at it moves to its
-    predecessor. :meth:`lru_order` walks the list and checks the edges.
+    The LRU is still per block, exactly: the unreferenced blocks of all tiers are one
+    least-recently-used list, least recent first (those on local SSD, then in host DRAM,
+    then the evictable HBM blocks). A request releases its blocks deepest first, so a
+    run's blocks are adjacent in it, deepest first, and the list is one of runs (doubly
+    linked, circular through the sentinel slot 0). Within a run the deepest blocks are the
+    least recent, so they are the ones demoted: a run's blocks are, deepest first, its
+    ``NSSD`` on SSD, its ``NHOST`` in host DRAM and the rest in HBM, and demoting a block
+    is a count. ``first[0]`` is the first run of the list with an HBM block (the least
+    recent evictable HBM block is its deepest one) and ``first[1]`` the first with a block
+    in host DRAM or HBM (0: none). A block never leaves before its children: a child is
+    never more recent than its parent, so a run's last block leaves after the runs below
+    it. :meth:`lru_order` lists the blocks and checks the runs' tiers and ``first``.
 
     With ``holders`` (its pool's :class:`sim.engine.key_table.BlockIndex`, for the
     ``prefix_aware`` router: :class:`sim.engine.router.Router`), a block that enters or
@@ -136,7 +128,7 @@ class PrefixCache:
     """
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
-                 "st", "tier_cap", "count", "edge", "moved", "traffic", "n_refd", "evictable", "free",
+                 "st", "tier_cap", "count", "first", "moved", "traffic", "n_refd", "evictable", "free",
                  "size", "used", "moves", "holders", "position", "shared", "last", "st_buf", "skey_buf")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
@@ -147,14 +139,14 @@ class PrefixCache:
         self.cap = -1 if capacity_blocks is None else capacity_blocks
         self.tier_cap = array("q", [0, host_blocks, ssd_blocks])  # per tier: most blocks (tier 0: unused)
         self.count = array("q", [0] * _TIERS)  # per lower tier: blocks held (count[0] unused: ``evictable``)
-        self.edge = array("q", [0] * (_TIERS + 1))  # per tier t > 0: last list slot of tiers >= t (class docstring)
+        self.first = array("q", [0, 0])  # the first list run with a block in HBM, in host DRAM or HBM (class docstring)
         self.moved = array("q", [0] * _MOVED)  # per lower tier: blocks the last acquire promoted from it
         self.traffic = array("q", [0] * _TRAFFIC)  # blocks moved between tiers so far, by :data:`TRAFFIC`
         self.moves = 0  # the sum of ``traffic`` (one test tells whether anything moved)
         self.shared = shared
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
-        self.last = -1  # the slot of the last block the last acquire referenced (-1: none)
+        self.last = -1  # the slot of the last run the last acquire referenced (-1: none)
         self.free = -1  # first free slot (-1: none)
         self.size = 0  # slots allocated
         self.used = 1  # slots ever used (the sentinel first): those above are fresh
@@ -169,23 +161,19 @@ class PrefixCache:
         those held now included."""
         self.holders = holders
         self.position = position
-        for i in range(1, self.used):
-            if self.st[_W * i + _TIER] != _FREE:
-                holders.add(self.skey[i], position)
+        for r in range(1, self.used):
+            for j in range(self.st[_W * r + _LEN]):
+                holders.add(self.skey[r] + j, position)
 
     # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
         """Twice the slots (64 at first), both arrays resized in place: a realloc, which
-        moves no bytes when the allocator can extend the block, so a run touches each page
-        of its final arrays about once (a new array per doubling, zeroed, filled and copied
-        through a temporary, faulted in several times the final size: on
-        scenarios/mooncake-prefix.yaml's fleet with an SSD tier, 6,400 page faults per run
-        against 4,000-4,800 now, 1,000-1,900 without a cache). The
-        compiled build's typed views are let go first (an array cannot be resized while
-        a view of it is held) and taken again after. The new slots lie above ``used``,
-        never used yet: :meth:`_new_slot` takes them in order once the free list is empty
-        and sets every field, so they may hold anything (``array *= 2`` leaves copies of
-        the old slots there)."""
+        moves no bytes when the allocator can extend the block. The compiled build's
+        typed views are let go first (an array cannot be resized while a view of it is
+        held) and taken again after. The new slots lie above ``used``, never used yet:
+        :meth:`_new_run` takes them in order once the free list is empty and sets every
+        field, so they may hold anything (``array *= 2`` leaves copies of the old slots
+        there)."""
         st, skey = self.st_buf, self.skey_buf
         self.st = self.skey = None  # no view held while resizing
         if self.size:
@@ -197,88 +185,151 @@ class PrefixCache:
         self.st, self.skey = st, skey
         self.size = len(skey)
 
-    def _unlink(self, s: int) -> None:
-        """``s`` leaves the LRU list; an edge at ``s`` moves to its predecessor."""
-        p, n = self.st[_W * s + _PREV], self.st[_W * s + _NEXT]
+    def _unlink(self, r: int) -> None:
+        """Run ``r`` leaves the LRU list; ``first`` at ``r`` moves to its successor (whose
+        blocks are all in tiers at least as high as ``r``'s most recent one)."""
+        p, n = self.st[_W * r + _PREV], self.st[_W * r + _NEXT]
         self.st[_W * p + _NEXT] = n
         self.st[_W * n + _PREV] = p
-        if self.edge[_HOST] == s:
-            self.edge[_HOST] = p
-        if self.edge[_SSD] == s:
-            self.edge[_SSD] = p
+        if self.first[0] == r:
+            self.first[0] = n
+        if self.first[1] == r:
+            self.first[1] = n
 
-    def _push_back(self, s: int) -> None:
-        """``s`` becomes the most recent block of the LRU list (an evictable HBM block)."""
+    def _push_back(self, r: int) -> None:
+        """Run ``r`` (all in HBM) becomes the most recent of the LRU list."""
         last = self.st[_PREV]
-        self.st[_W * last + _NEXT] = s
-        self.st[_W * s + _PREV] = last
-        self.st[_W * s + _NEXT] = 0
-        self.st[_PREV] = s
+        self.st[_W * last + _NEXT] = r
+        self.st[_W * r + _PREV] = last
+        self.st[_W * r + _NEXT] = 0
+        self.st[_PREV] = r
+        if not self.first[0]:
+            self.first[0] = r
+        if not self.first[1]:
+            self.first[1] = r
 
     def _child(self, p: int, key: int) -> int:
-        """The slot of ``key``, whose parent in its chain is held in slot ``p`` (-1: ``key``
-        is a chain's first block); -1 if not held."""
+        """The run whose first key is ``key`` below the end of run ``p`` (-1: ``key`` is a
+        chain's first block); -1 if not held."""
         if p >= 0:
             d = self.st[_W * p + _DOWN]
             if d >= 0:
                 if self.skey[d] == key:
                     return d
                 if self.st[_W * p + _KIDS] == 1:
-                    return -1  # its one child is another block
+                    return -1  # its one child is another run
             elif not self.st[_W * p + _KIDS]:
-                return -1  # no child held (always so for a block just added)
+                return -1  # no child held (always so for a run just added)
         return self.heads.get(key, -1)  # a root, or a branch
 
-    def _new_slot(self, key: int, p: int) -> int:
-        """A slot for ``key`` (not held), referenced once in HBM, the child of slot ``p``
-        (-1: a chain's first block)."""
+    def _new_run(self, key: int, length: int, p: int) -> int:
+        """A slot for the run of ``length`` blocks from ``key`` (none held), referenced
+        once in HBM, the child of run ``p`` (-1: a chain's first run)."""
+        r = self.free
+        if r >= 0:
+            self.free = self.st[_W * r + _NEXT]
+        else:  # a slot never used
+            if self.used == self.size:
+                self._grow()
+            r = self.used
+            self.used += 1
+        self.st[_W * r + _REF] = 1
+        self.st[_W * r + _UP] = p
+        self.st[_W * r + _DOWN] = -1
+        self.st[_W * r + _KIDS] = 0
+        self.st[_W * r + _LEN] = length
+        self.st[_W * r + _NHOST] = 0
+        self.st[_W * r + _NSSD] = 0
+        self.skey[r] = key
+        self.n_refd += length
+        if p >= 0:
+            self.st[_W * p + _KIDS] += 1
+            if self.st[_W * p + _DOWN] < 0:
+                self.st[_W * p + _DOWN] = r
+            else:
+                self.heads.put(key, r)
+        else:
+            self.heads.put(key, r)
+        if self.holders is not None:
+            for j in range(length):
+                self.holders.add(key + j, self.position)
+        return r
+
+    def _split(self, r: int, e: int) -> int:
+        """Run ``r``'s first ``e`` blocks (0 < e < its length) become a run of their own,
+        returned: it takes ``r``'s place under its parent, ``r`` keeps the rest as its
+        chain child (its slot, its children, its place in the LRU list). The new run has
+        ``r``'s references; unreferenced, its blocks are the most recent of ``r``'s (HBM
+        first, then host DRAM, then SSD), and it is not in the list: the caller takes it."""
         s = self.free
         if s >= 0:
             self.free = self.st[_W * s + _NEXT]
-        else:  # a slot never used
+        else:
             if self.used == self.size:
                 self._grow()
             s = self.used
             self.used += 1
-        self.st[_W * s + _REF] = 1
-        self.st[_W * s + _TIER] = 0
+        length = self.st[_W * r + _LEN]
+        nhost = self.st[_W * r + _NHOST]
+        nssd = self.st[_W * r + _NSSD]
+        hbm = length - nhost - nssd
+        top_hbm = hbm if hbm < e else e
+        top_host = e - top_hbm
+        if top_host > nhost:
+            top_host = nhost
+        top_ssd = e - top_hbm - top_host
+        p = self.st[_W * r + _UP]
+        key = self.skey[r]
+        self.st[_W * s + _REF] = self.st[_W * r + _REF]
         self.st[_W * s + _UP] = p
-        self.st[_W * s + _DOWN] = -1
-        self.st[_W * s + _KIDS] = 0
+        self.st[_W * s + _DOWN] = r
+        self.st[_W * s + _KIDS] = 1
+        self.st[_W * s + _LEN] = e
+        self.st[_W * s + _NHOST] = top_host
+        self.st[_W * s + _NSSD] = top_ssd
         self.skey[s] = key
-        self.n_refd += 1
-        if p >= 0:
-            self.st[_W * p + _KIDS] += 1
-            if self.st[_W * p + _DOWN] < 0:
-                self.st[_W * p + _DOWN] = s
-                self.st[_W * s + _HEAD] = 0
-            else:
-                self.st[_W * s + _HEAD] = 1
-                self.heads.put(key, s)
+        if p >= 0 and self.st[_W * p + _DOWN] == r:
+            self.st[_W * p + _DOWN] = s
         else:
-            self.st[_W * s + _HEAD] = 1
-            self.heads.put(key, s)
-        if self.holders is not None:
-            self.holders.add(key, self.position)
+            self.heads.put(key, s)  # its first key now names the new run
+        self.st[_W * r + _UP] = s
+        self.st[_W * r + _LEN] = length - e
+        self.st[_W * r + _NHOST] = nhost - top_host
+        self.st[_W * r + _NSSD] = nssd - top_ssd
+        self.skey[r] = key + e
+        if not self.st[_W * r + _REF]:  # in the list: it may have lost its HBM or host blocks
+            if self.first[0] == r and top_hbm == hbm:
+                self.first[0] = self.st[_W * r + _NEXT]
+            if self.first[1] == r and top_hbm + top_host == hbm + nhost:
+                self.first[1] = self.st[_W * r + _NEXT]
         return s
 
-    def _drop(self, s: int) -> None:
-        """Forget slot ``s`` (unlinked): its block leaves the replica."""
-        key = self.skey[s]
-        if self.st[_W * s + _KIDS]:
+    def _drop_last(self, r: int, t: int) -> None:
+        """Run ``r``'s last block, in tier ``t`` (counted out of it already), leaves the
+        replica (the least recent block of the list); the run goes with its last block."""
+        length = self.st[_W * r + _LEN] - 1
+        key = self.skey[r] + length
+        if self.st[_W * r + _KIDS]:
             raise RuntimeError(f"prefix cache: block {key} dropped before its children (class docstring)")
-        p = self.st[_W * s + _UP]
-        if self.st[_W * s + _HEAD]:
-            self.heads.erase(key)
-        else:
-            self.st[_W * p + _DOWN] = -1
-        if p >= 0:
-            self.st[_W * p + _KIDS] -= 1
+        if t == _SSD:
+            self.st[_W * r + _NSSD] -= 1
+        elif t == _HOST:
+            self.st[_W * r + _NHOST] -= 1
+        self.st[_W * r + _LEN] = length
         if self.holders is not None:
             self.holders.remove(key, self.position)
-        self.st[_W * s + _TIER] = _FREE
-        self.st[_W * s + _NEXT] = self.free
-        self.free = s
+        if length:
+            return
+        self._unlink(r)
+        p = self.st[_W * r + _UP]
+        if p >= 0 and self.st[_W * p + _DOWN] == r:
+            self.st[_W * p + _DOWN] = -1
+        else:
+            self.heads.erase(key)
+        if p >= 0:
+            self.st[_W * p + _KIDS] -= 1
+        self.st[_W * r + _NEXT] = self.free
+        self.free = r
 
     # --- the cache ---------------------------------------------------------------------
     def usable(self, keys: tuple, prompt_tokens: int) -> int:
@@ -292,59 +343,106 @@ class PrefixCache:
 
     def hit_blocks(self, keys: tuple, usable: int, start: int = 0) -> int:
         """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
-        the first ``start`` known to be (walked all the same: a block's slot is found
-        through its parent's)."""
+        the first ``start`` known to be (walked all the same: a run is found through its
+        parent)."""
         n = 0
-        p = -1
+        r = -1
+        j = 0  # blocks of run r matched
         while n < usable:
-            p = self._child(p, keys[n])
-            if p < 0:
-                break
+            key = keys[n]
+            if r >= 0 and j < self.st[_W * r + _LEN]:
+                if self.skey[r] + j != key:
+                    break
+                j += 1
+            else:
+                r = self._child(r, key)
+                if r < 0:
+                    break
+                j = 1
             n += 1
         return n
 
-    def _take(self, s: int, count_moved: bool) -> None:
-        """Reference slot ``s``: an unreferenced block leaves its list (a lower tier's is
-        promoted to HBM, counted in ``moved`` when ``count_moved``)."""
-        if self.st[_W * s + _REF]:
-            self.st[_W * s + _REF] += 1
+    def _take(self, r: int, count_moved: bool, linked: bool) -> None:
+        """Reference run ``r``: unreferenced, it leaves the list (``linked``: it is in it;
+        a run just split off is not) and its lower tiers' blocks are promoted to HBM
+        (counted in ``moved`` when ``count_moved``)."""
+        if self.st[_W * r + _REF]:
+            self.st[_W * r + _REF] += 1
             return
-        self._unlink(s)
-        t = self.st[_W * s + _TIER]
-        if t:
-            self.count[t] -= 1
-            if count_moved:
-                self.moved[t] += 1
-            self.st[_W * s + _TIER] = 0
+        if linked:
+            self._unlink(r)
+        nhost = self.st[_W * r + _NHOST]
+        nssd = self.st[_W * r + _NSSD]
+        length = self.st[_W * r + _LEN]
+        if nhost:
+            self.count[_HOST] -= nhost
+            self.st[_W * r + _NHOST] = 0
+        if nssd:
+            self.count[_SSD] -= nssd
+            self.st[_W * r + _NSSD] = 0
+        if count_moved:
+            self.moved[_HOST] += nhost
+            self.moved[_SSD] += nssd
+        self.evictable -= length - nhost - nssd
+        self.st[_W * r + _REF] = 1
+        self.n_refd += length
+
+    def _hold(self, r: int, j: int, count_moved: bool) -> int:
+        """Reference the first ``j`` blocks of run ``r`` (split off when fewer than all);
+        returns the run that ends with them."""
+        if j < self.st[_W * r + _LEN]:
+            r = self._split(r, j)
+            self._take(r, count_moved, False)
         else:
-            self.evictable -= 1
-        self.st[_W * s + _REF] = 1
-        self.n_refd += 1
+            self._take(r, count_moved, True)
+        return r
 
     def acquire(self, keys: tuple, usable: int) -> int:
         """A request was admitted: reference the longest run of ``keys[:usable]`` present
-        (its hit, returned; the slot of its last block in ``last``). Blocks found in a
+        (its hit, returned; the slot of its last run in ``last``). Blocks found in a
         lower tier are promoted to HBM; ``moved[t]``: how many from tier t. A key this
         replica lacks but the pool's shared store holds is copied in from there, referenced
         in HBM (``moved[SHARED]``)."""
         for t in range(1, _MOVED):
             self.moved[t] = 0
         n = 0
-        p = -1
-        shared = self.shared
+        r = -1
+        j = 0  # blocks of run r matched
         while n < usable:
             key = keys[n]
-            s = self._child(p, key)
-            if s >= 0:
-                self._take(s, True)
-            elif shared is not None and shared.touch(key):
-                s = self._new_slot(key, p)
-                self.moved[_SHARED] += 1
+            if r >= 0 and j < self.st[_W * r + _LEN]:
+                if self.skey[r] + j != key:
+                    break
+                j += 1
             else:
-                break
-            p = s
+                c = self._child(r, key)
+                if c < 0:
+                    break
+                if r >= 0:
+                    self._take(r, True, True)  # wholly hit
+                r = c
+                j = 1
             n += 1
-        self.last = p
+        if r >= 0:
+            r = self._hold(r, j, True)
+        shared = self.shared
+        if shared is not None:
+            fresh = -1  # the run the store's blocks join (made here, no child yet)
+            while n < usable:
+                key = keys[n]
+                if not shared.touch(key):
+                    break
+                if fresh >= 0 and self.skey[fresh] + self.st[_W * fresh + _LEN] == key:
+                    self.st[_W * fresh + _LEN] += 1
+                    self.n_refd += 1
+                    if self.holders is not None:
+                        self.holders.add(key, self.position)
+                else:
+                    fresh = self._new_run(key, 1, r)
+                    r = fresh
+                self.moved[_SHARED] += 1
+                n += 1
+        self.last = r
         for t in range(1, _MOVED):
             self.traffic[_PROMOTED + t] += self.moved[t]
             self.moves += self.moved[t]
@@ -364,78 +462,110 @@ class PrefixCache:
         self.traffic[i] += 1
         self.moves += 1
 
-    def _demote(self, s: int) -> None:
-        """Slot ``s``, the least recent evictable HBM block (left ``evictable``), goes to
-        the first lower tier that exists, as its most recent block: ``s`` stays in the LRU
-        list and the edges above it move past it (class docstring); a tier over its
-        capacity passes its least recent block on the same way; past the last tier a block
-        is dropped (put in the pool's shared store when there is one). Each move is
-        counted in ``traffic``."""
+    def _demote(self) -> None:
+        """The least recent evictable HBM block (left ``evictable``: the last of run
+        ``first[0]``'s HBM blocks) goes to the first lower tier that exists, as its most
+        recent block (a count: it keeps its place in the list); a tier over its capacity
+        passes its least recent block on the same way; past the last tier a block is
+        dropped (put in the pool's shared store when there is one). Each move is counted
+        in ``traffic``."""
+        r = self.first[0]
+        src = 0  # the tier of the block moving
         t = _HOST
-        below = _HOST  # the first edge the block passes
         while t < _TIERS:
             cap = self.tier_cap[t]
             if cap > 0:
-                self.st[_W * s + _TIER] = t
-                while below <= t:
-                    self.edge[below] = s
-                    below += 1
+                if src == _HOST:
+                    self.st[_W * r + _NHOST] -= 1
+                if t == _HOST:
+                    self.st[_W * r + _NHOST] += 1
+                else:
+                    self.st[_W * r + _NSSD] += 1
+                low = self.st[_W * r + _LEN] - self.st[_W * r + _NSSD]  # its blocks in host DRAM or HBM
+                if self.first[0] == r and low == self.st[_W * r + _NHOST]:
+                    self.first[0] = self.st[_W * r + _NEXT]
+                if self.first[1] == r and not low:
+                    self.first[1] = self.st[_W * r + _NEXT]
                 self.count[t] += 1
                 self._count(t - 1)
                 if self.count[t] <= cap:
                     return
-                s = self.st[_W * self.edge[t + 1] + _NEXT]  # the tier's least recent block moves on
+                # the tier's least recent block moves on: the deepest of the first run with
+                # one in it (host DRAM: in host DRAM or HBM; SSD: the list's first run)
+                r = self.first[1] if t == _HOST else self.st[_NEXT]
                 self.count[t] -= 1
+                src = t
             t += 1
-        self._unlink(s)
+        key = self.skey[r] + self.st[_W * r + _LEN] - 1
         if self.shared is not None:
-            put = self.shared.put(self.skey[s])
+            put = self.shared.put(key)
             if put:
                 self._count(_SHARED - 1)
             if put == 2:
                 self._count(_DROPPED)
         else:
             self._count(_DROPPED)
-        self._drop(s)
+        self._drop_last(r, src)
 
     def _evict_oldest(self) -> None:
         """Evict the least recently used evictable HBM block (demoted: :meth:`_demote`)."""
         self.evictable -= 1
-        self._demote(self.st[_W * self.edge[_HOST] + _NEXT])
+        self._demote()
 
     def commit(self, keys: tuple, last: int, hit: int, usable: int) -> int:
         """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
         cache, referenced (a block another request computed meanwhile is shared; one in a
-        lower tier is replaced by the HBM copy) below ``last``, the slot of its block
-        ``hit - 1`` (-1 if ``hit`` is 0); then evict down to the capacity. Returns the slot
-        of its block ``usable - 1`` (``last`` if none joined)."""
-        p = last
-        for i in range(hit, usable):
-            key = keys[i]
-            s = self._child(p, key)
-            if s < 0:
-                s = self._new_slot(key, p)
+        lower tier is replaced by the HBM copy) below ``last``, the slot of its run ending
+        with block ``hit - 1`` (-1 if ``hit`` is 0); then evict down to the capacity.
+        Returns the slot of its run ending with block ``usable - 1`` (``last`` if none
+        joined)."""
+        r = last
+        j = self.st[_W * r + _LEN] if r >= 0 else 0
+        n = hit
+        while n < usable:
+            key = keys[n]
+            if r >= 0 and j < self.st[_W * r + _LEN]:
+                if self.skey[r] + j != key:
+                    break
+                j += 1
             else:
-                self._take(s, False)
-            p = s
+                c = self._child(r, key)
+                if c < 0:
+                    break
+                if r != last:
+                    self._take(r, False, True)
+                r = c
+                j = 1
+            n += 1
+        if r != last:
+            r = self._hold(r, j, False)
+        while n < usable:  # new blocks, a run per stretch of consecutive keys
+            key = keys[n]
+            m = 1
+            while n + m < usable and keys[n + m] == key + m:
+                m += 1
+            r = self._new_run(key, m, r)
+            n += m
         cap = self.cap
         if cap >= 0:
             while self.evictable and self.n_refd + self.evictable > cap:
                 self._evict_oldest()
-        return p
+        return r
 
     def release(self, last: int, held: int) -> None:
         """The request left the replica: drop its references to its ``held`` blocks, the
-        last in slot ``last``, last block first (up the parent links); unreferenced blocks
-        become the most recently used evictable ones."""
-        s = last
-        for i in range(held):
-            self.st[_W * s + _REF] -= 1
-            if not self.st[_W * s + _REF]:
-                self.n_refd -= 1
-                self.evictable += 1
-                self._push_back(s)
-            s = self.st[_W * s + _UP]
+        last run in slot ``last``, deepest run first (up the parent links); unreferenced
+        runs become the most recently used evictable ones."""
+        r = last
+        while held > 0:
+            length = self.st[_W * r + _LEN]
+            self.st[_W * r + _REF] -= 1
+            if not self.st[_W * r + _REF]:
+                self.n_refd -= length
+                self.evictable += length
+                self._push_back(r)
+            held -= length
+            r = self.st[_W * r + _UP]
 
     def trim_pages(self, free_pages: int) -> None:
         """Evict least recently used blocks until the evictable ones fit in
@@ -456,20 +586,37 @@ class PrefixCache:
     def lru_order(self) -> list:
         """The unreferenced blocks as ``(tier, key)`` pairs in the LRU list's order, least
         recent first (class docstring): those on local SSD, then in host DRAM, then in HBM
-        (a walk of the whole list, for tests). Raises RuntimeError if an edge is not the
-        last slot of its tiers."""
+        (a walk of the whole list, for tests). Raises RuntimeError if the tiers do not
+        run down the list, or ``first`` is not where they say."""
         out = []
-        last = [0] * _TIERS  # per tier t > 0: the last slot seen of tiers >= t
-        s = self.st[_NEXT]
-        while s:
-            t = self.st[_W * s + _TIER]
-            out.append((t, self.skey[s]))
-            for i in range(1, t + 1):
-                last[i] = s
-            s = self.st[_W * s + _NEXT]
-        for t in range(1, _TIERS):
-            if self.edge[t] != last[t]:
-                raise RuntimeError(f"prefix cache: tier {t}'s edge at slot {self.edge[t]}, its tiers end at {last[t]}")
+        first = [0, 0]
+        tiers = [0] * _TIERS
+        below = _SSD  # the tier of the block before
+        r = self.st[_NEXT]
+        while r:
+            length = self.st[_W * r + _LEN]
+            nhost, nssd = self.st[_W * r + _NHOST], self.st[_W * r + _NSSD]
+            if self.st[_W * r + _REF] or length < 1 or nhost < 0 or nssd < 0 or nhost + nssd > length:
+                raise RuntimeError(f"prefix cache: run {r} in the list with {length} blocks, {nhost} in host "
+                                   f"DRAM and {nssd} on SSD, {self.st[_W * r + _REF]} references")
+            for i in range(length - 1, -1, -1):
+                t = _SSD if i >= length - nssd else _HOST if i >= length - nssd - nhost else 0
+                if t > below:
+                    raise RuntimeError(f"prefix cache: a block in tier {t} after one in tier {below}")
+                below = t
+                out.append((t, self.skey[r] + i))
+                tiers[t] += 1
+            if not first[0] and length - nhost - nssd:
+                first[0] = r
+            if not first[1] and length - nssd:
+                first[1] = r
+            r = self.st[_W * r + _NEXT]
+        if first[0] != self.first[0] or first[1] != self.first[1]:
+            raise RuntimeError(f"prefix cache: first runs at {self.first[0]}, {self.first[1]}; "
+                               f"the list's are {first[0]}, {first[1]}")
+        if tiers[0] != self.evictable or tiers[_HOST] != self.count[_HOST] or tiers[_SSD] != self.count[_SSD]:
+            raise RuntimeError(f"prefix cache: the list holds {tiers} blocks per tier, counted "
+                               f"{[self.evictable, self.count[_HOST], self.count[_SSD]]}")
         return out
 
 

@@ -1,5 +1,6 @@
-"""PrefixCache (a tree of chains: blocks found through their parents, a request holding
-only its last block's slot) against a second implementation: a per-block LRU written
+"""PrefixCache (a radix tree of runs of blocks with consecutive keys, split where a hit
+ends inside one, a request holding only its last run's slot, tiers counted per run)
+against a second implementation: a per-block LRU written
 here from the rules in sim/engine/prefix_cache.py's module docstring (ordered dicts per
 tier, every block looked up by its key), driven by the same generated operations:
 admissions, prefills, releases in any order (so hits end mid-chain, chains branch, some
@@ -237,3 +238,29 @@ def test_hits_on_the_edges_across_an_empty_host_tier():
     assert _serve(cache, 3) == -1  # 0 → SSD, 2 dropped
     assert cache.lru_order() == [(SSD, 1), (SSD, 0), (0, 3)]
     assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == [0, 5, 0, 1, 0, 2, 0]
+
+
+def test_a_hit_ending_inside_a_run_splits_it_across_its_tiers():
+    """By hand: a request's six consecutive keys join as one run; trimmed to two HBM
+    blocks, its deepest blocks go down (15, 14 → host; 13 → host pushes 15 to SSD; 12 →
+    host pushes 14 to SSD). A second request hitting 10, 11 (HBM) and 12 (host) splits
+    the run there: 10-12 are held (one promoted from host), 13-15 keep their tiers and
+    their place; its new block 20 joins as a run below 12, and the release puts 20, then
+    12, 11, 10 at the list's end (deepest first)."""
+    cache = PrefixCache(16, 1, 2, 2, 2)
+    first = (10, 11, 12, 13, 14, 15)
+    assert cache.acquire(first, 6) == 0
+    last = cache.commit(first, -1, 0, 6)
+    cache.release(last, 6)
+    cache.trim_pages(2)
+    assert cache.lru_order() == [(SSD, 15), (SSD, 14), (HOST, 13), (HOST, 12), (0, 11), (0, 10)]
+    second = (10, 11, 12, 20)
+    assert cache.acquire(second, 4) == 3
+    assert (cache.moved_from(HOST), cache.moved_from(SSD)) == (1, 0)
+    assert cache.lru_order() == [(SSD, 15), (SSD, 14), (HOST, 13)]
+    assert (cache.blocks, cache.tier_blocks(HOST), cache.tier_blocks(SSD)) == (3, 1, 2)
+    last = cache.commit(second, cache.last, 3, 4)
+    assert cache.hit_blocks(first, 6) == 6 and cache.hit_blocks(second, 4) == 4
+    cache.release(last, 4)
+    assert cache.lru_order() == [(SSD, 15), (SSD, 14), (HOST, 13), (0, 20), (0, 12), (0, 11), (0, 10)]
+    assert [cache.traffic_blocks(i) for i in range(len(TRAFFIC))] == [4, 2, 0, 0, 1, 0, 0]
