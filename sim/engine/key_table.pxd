@@ -2,7 +2,7 @@
 cimport cython
 
 cdef long long _EMPTY, _LOW31, _LOW32, _GOLDEN
-cdef Py_ssize_t _NARROW
+cdef Py_ssize_t _NARROW, _B
 
 
 @cython.final
@@ -27,10 +27,24 @@ cdef class KeyTable:
 
 @cython.final
 cdef class BlockIndex:
-    cdef public KeyTable masks
+    cdef public bint narrow
     cdef public dict wide
-    @cython.locals(bit=cython.longlong, i=Py_ssize_t)
-    cpdef int add(self, long long key, Py_ssize_t position) except -1
-    @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, wide_rest=object)
-    cpdef int remove(self, long long key, Py_ssize_t position) except -1
+    cdef public Py_ssize_t tmask, tshift, tused, held
+    cdef long long[::1] table
+    cdef inline Py_ssize_t _home(self, long long b) noexcept
+    @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
+    cdef inline Py_ssize_t _at(self, long long b) noexcept
+    @cython.locals(i=Py_ssize_t)
+    cdef Py_ssize_t _entry(self, long long b) except -1
+    @cython.locals(mask=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong, f=Py_ssize_t)
+    cdef void _erase_at(self, Py_ssize_t i) noexcept
+    @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, b=cython.longlong, f=Py_ssize_t)
+    cdef _rehash(self, Py_ssize_t buckets)
+    cpdef add(self, long long key, Py_ssize_t position)
+    @cython.locals(bit=cython.longlong, b=cython.longlong, i=Py_ssize_t, k=cython.longlong, f=Py_ssize_t, j=Py_ssize_t)
+    cpdef add_run(self, long long key, Py_ssize_t length, Py_ssize_t position)
+    @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, f=Py_ssize_t, wide_rest=object)
+    cpdef remove(self, long long key, Py_ssize_t position)
+    @cython.locals(i=Py_ssize_t)
+    cpdef long long mask(self, long long key) noexcept
     cpdef object get(self, long long key)

@@ -117,57 +117,159 @@ class KeyTable:
         return self.tused
 
 
+_B = 9  # an entry of BlockIndex.table: its bucket (key >> 3), then the masks of the bucket's 8 keys
+
+
+def _free_buckets(n: int) -> array:
+    """``n`` free entries of :class:`BlockIndex`'s table."""
+    return array("q", [_EMPTY, 0, 0, 0, 0, 0, 0, 0, 0]) * n
+
+
 class BlockIndex:
     """A pool's block index: per key, the bitmask of the pool's replicas holding the block
     (bit i: replica i, in any tier), kept by their caches as blocks enter and leave
     (:meth:`sim.engine.prefix_cache.PrefixCache.index_into`), read by the ``prefix_aware``
-    router. Up to 63 replicas the masks are C int64 in a :class:`KeyTable`; a larger pool
-    keeps Python ints in a dict.
+    router. A larger pool than 63 replicas keeps Python ints in a dict (``wide``).
+
+    Up to 63 replicas the masks are C int64, in buckets of eight consecutive keys: a
+    bucket's entry in ``table`` is 9 int64, its number (key >> 3) and its keys' masks (0:
+    no replica). The entries form an open-addressing table like :class:`KeyTable`'s
+    (linear probing from a multiplicative hash of the bucket number, at most half full,
+    backward-shift deletion; a free entry has the number ``_EMPTY`` and zero masks). A
+    cache's new blocks come as runs of consecutive keys (:meth:`add_run`), so a run of
+    m blocks costs one probe per bucket it touches, about m / 8 + 1, not m.
 
     Args:
         replicas: the pool's replicas (>= 1).
     """
 
-    __slots__ = ("masks", "wide")
+    __slots__ = ("narrow", "wide", "table", "tmask", "tshift", "tused", "held")
 
     def __init__(self, replicas: int) -> None:
-        self.masks = KeyTable() if replicas <= _NARROW else None
-        self.wide = None if replicas <= _NARROW else {}
+        self.narrow = replicas <= _NARROW
+        self.wide = None if self.narrow else {}
+        self.held = 0  # keys with a replica (narrow)
+        self.tused = 0
+        self.tmask = 63
+        self.tshift = 32 - 6
+        self.table = _free_buckets(64)
+
+    def _home(self, b: int) -> int:
+        """Bucket ``b``'s first probe (Knuth's multiplicative hash, as :meth:`KeyTable._home`)."""
+        return ((b & _LOW31) * _GOLDEN & _LOW32) >> self.tshift
+
+    def _at(self, b: int) -> int:
+        """The entry of bucket ``b``, or the free entry that ends its probe run."""
+        mask = self.tmask
+        i = self._home(b)
+        while True:
+            k = self.table[_B * i]
+            if k == b or k == _EMPTY:
+                return i
+            i = (i + 1) & mask
+
+    def _entry(self, b: int) -> int:
+        """The entry of bucket ``b``, added (its masks 0) if absent."""
+        i = self._at(b)
+        if self.table[_B * i] == _EMPTY:
+            if 2 * (self.tused + 1) > self.tmask + 1:
+                self._rehash(2 * (self.tmask + 1))
+                i = self._at(b)
+            self.table[_B * i] = b
+            self.tused += 1
+        return i
+
+    def _erase_at(self, i: int) -> None:
+        """Free entry ``i`` (in use, its masks 0): the entries behind it in its probe run
+        move back to keep every bucket reachable from its home."""
+        mask = self.tmask
+        j = i
+        while True:
+            j = (j + 1) & mask
+            k = self.table[_B * j]
+            if k == _EMPTY:
+                break
+            h = self._home(k)
+            if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
+                continue  # its home lies between the hole and it: it stays
+            for f in range(_B):
+                self.table[_B * i + f] = self.table[_B * j + f]
+            i = j
+        self.table[_B * i] = _EMPTY
+        for f in range(1, _B):
+            self.table[_B * i + f] = 0
+        self.tused -= 1
+
+    def _rehash(self, buckets: int) -> None:
+        old, n = self.table, self.tmask + 1
+        self.table = _free_buckets(buckets)
+        self.tmask = buckets - 1
+        self.tshift = 32 - (buckets.bit_length() - 1)
+        for i in range(n):
+            b = old[_B * i]
+            if b != _EMPTY:
+                j = self._at(b)
+                for f in range(_B):
+                    self.table[_B * j + f] = old[_B * i + f]
 
     def add(self, key: int, position: int) -> None:
         """Replica ``position`` holds ``key``'s block."""
-        if self.masks is not None:
-            bit = 1
-            bit <<= position  # an int64 shift when compiled
-            i = self.masks._entry(key)  # one probe: the table's entry is updated in place
-            self.masks.table[2 * i + 1] |= bit
-        else:
-            self.wide[key] = self.wide.get(key, 0) | (_ONE << position)
+        self.add_run(key, 1, position)
+
+    def add_run(self, key: int, length: int, position: int) -> None:
+        """Replica ``position`` holds the blocks of keys ``key`` .. ``key + length - 1``."""
+        if not self.narrow:
+            for j in range(length):
+                self.wide[key + j] = self.wide.get(key + j, 0) | (_ONE << position)
+            return
+        bit = 1
+        bit <<= position  # an int64 shift when compiled
+        b = -1
+        i = 0
+        for k in range(key, key + length):
+            if k >> 3 != b:
+                b = k >> 3
+                i = self._entry(b)  # first: it may rehash, replacing self.table
+            f = _B * i + 1 + (k & 7)
+            if not self.table[f]:
+                self.held += 1
+            self.table[f] |= bit
 
     def remove(self, key: int, position: int) -> None:
         """Replica ``position`` no longer holds ``key``'s block (it did)."""
-        if self.masks is not None:
-            bit = 1
-            bit <<= position
-            i = self.masks._at(key)
-            rest = self.masks.table[2 * i + 1] & ~bit
-            if rest:
-                self.masks.table[2 * i + 1] = rest
-            else:
-                self.masks._erase_at(i)
-        else:
+        if not self.narrow:
             wide_rest = self.wide[key] & ~(_ONE << position)
             if wide_rest:
                 self.wide[key] = wide_rest
             else:
                 del self.wide[key]
+            return
+        bit = 1
+        bit <<= position
+        i = self._at(key >> 3)
+        f = _B * i + 1 + (key & 7)
+        rest = self.table[f] & ~bit
+        self.table[f] = rest
+        if rest:
+            return
+        self.held -= 1
+        for f in range(_B * i + 1, _B * i + _B):
+            if self.table[f]:
+                return
+        self._erase_at(i)
+
+    def mask(self, key: int) -> int:
+        """The int64 bitmask of the replicas holding ``key``'s block (0: none), of a pool
+        of up to 63 replicas."""
+        i = self._at(key >> 3)
+        return self.table[_B * i + 1 + (key & 7)] if self.table[_B * i] == key >> 3 else 0
 
     def get(self, key: int):
         """The bitmask (a Python int) of the replicas holding ``key``'s block; 0: none."""
-        if self.masks is not None:
-            return self.masks.get(key, 0)
+        if self.narrow:
+            return self.mask(key)
         return self.wide.get(key, 0)
 
     def __len__(self) -> int:
         """Keys held by some replica."""
-        return len(self.masks) if self.masks is not None else len(self.wide)
+        return self.held if self.narrow else len(self.wide)

@@ -162,8 +162,8 @@ class PrefixCache:
         self.holders = holders
         self.position = position
         for r in range(1, self.used):
-            for j in range(self.st[_W * r + _LEN]):
-                holders.add(self.skey[r] + j, position)
+            if self.st[_W * r + _LEN]:
+                holders.add_run(self.skey[r], self.st[_W * r + _LEN], position)
 
     # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
@@ -251,8 +251,7 @@ class PrefixCache:
         else:
             self.heads.put(key, r)
         if self.holders is not None:
-            for j in range(length):
-                self.holders.add(key + j, self.position)
+            self.holders.add_run(key, length, self.position)
         return r
 
     def _split(self, r: int, e: int) -> int:

@@ -239,7 +239,7 @@ class Router:
             if pool.holders is not None and keys:
                 cache = pool.replicas[0].prefix
                 usable = cache.usable(keys, req.prompt_tokens)
-            if pool.holders is None or pool.holders.masks is not None:
+            if pool.holders is None or pool.holders.narrow:
                 self._walk_narrow(keys, usable, pool)
             else:
                 self._walk_wide(keys, usable, pool)
@@ -258,7 +258,7 @@ class Router:
         least = index.least()  # the least outstanding replica (index within the pool)
         pos = base + least
         seen = 0  # replicas with a hit
-        alive = holders.masks.get(keys[0], 0) if usable else 0  # replicas holding keys[:n]
+        alive = holders.mask(keys[0]) if usable else 0  # replicas holding keys[:n]
         star = 1
         star <<= pos - base  # an int64 shift when compiled
         n = 1
@@ -269,7 +269,7 @@ class Router:
                 ended = alive
                 after = 0
             else:
-                after = holders.masks.get(keys[n], 0) & alive if n < usable else 0
+                after = holders.mask(keys[n]) & alive if n < usable else 0
                 if after == alive:
                     n += 1
                     continue

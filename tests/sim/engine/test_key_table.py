@@ -68,3 +68,33 @@ def test_block_index_holds_the_replicas_of_each_key(replicas, data):
     for key in range(31):
         assert index.get(key) == sum(2**p for p in held.get(key, ()))
     assert len(index) == sum(1 for s in held.values() if s)
+
+
+@settings(max_examples=60)
+@given(replicas=st.integers(1, 70), data=st.data())
+def test_block_index_runs_across_buckets_growth_and_deletion(replicas, data):
+    """Runs of consecutive keys (add_run) and single removals over thousands of keys in
+    scattered places (so buckets collide, the table grows several times and deletions
+    shift probe runs back), against a dict of sets; after every removal of a replica's
+    last key of a bucket the bucket may go, and every key must stay found."""
+    index, held = BlockIndex(replicas), {}
+    starts = st.one_of(st.integers(0, 200), st.integers(0, 2**40), st.integers(2**62 - 2**20, 2**62))
+    for _ in range(data.draw(st.integers(1, 40))):
+        pos = data.draw(st.integers(0, replicas - 1))
+        if data.draw(st.booleans()) or not held:
+            start, length = data.draw(starts), data.draw(st.integers(1, 90))
+            fresh = [k for k in range(start, start + length) if pos not in held.get(k, set())]
+            if len(fresh) == length:  # add_run's contract: none of the run held by the replica
+                index.add_run(start, length, pos)
+                for k in fresh:
+                    held.setdefault(k, set()).add(pos)
+        else:
+            for key in data.draw(st.lists(st.sampled_from(sorted(held)), max_size=60, unique=True)):
+                if held[key]:
+                    p = min(held[key])
+                    index.remove(key, p)
+                    held[key].discard(p)
+    for key, reps in held.items():
+        assert index.get(key) == sum(2**p for p in reps)
+        assert index.get(key + 1) == sum(2**p for p in held.get(key + 1, ()))
+    assert len(index) == sum(1 for s in held.values() if s)
