@@ -27,11 +27,17 @@ blocks of 512 tokens on average against the Mooncake trace's 24, and most of the
 cache's work grows with the blocks a request reads and writes: so each line also gives
 the cache's extra CPU per prompt block, (cached − uncached) / blocks, to compare traffics
 whose prompts differ in length (docs/kv-reuse.md, "What the cache costs per block").
+
+Each run starts after a full garbage collection, outside the timing: otherwise Python's
+full collections (~30 ms here, 2-3 µs per request of a run at rate scale 8) fall on
+whichever fleet's run crosses the collector's threshold as the fleets take turns, and
+moved the medians of some fleets by up to 0.1×.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -98,6 +104,7 @@ def run_scale(scale: float, repeats: int, trace: Path | None = None) -> None:
     done = [0] * len(scenario.fleets)  # requests recorded per run (every one, rejected or not)
     for _ in range(repeats):
         for i in range(len(scenario.fleets)):
+            gc.collect()  # every run starts from the same collector state (module docstring)
             t0 = time.process_time()
             run = simulate(scenario, i, demand=demand)
             times[i].append(time.process_time() - t0)
