@@ -45,6 +45,9 @@ cdef class BlockIndex:
     cpdef add_run(self, long long key, Py_ssize_t length, Py_ssize_t position)
     @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, f=Py_ssize_t, wide_rest=object)
     cpdef remove(self, long long key, Py_ssize_t position)
+    @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, f=Py_ssize_t, k=cython.longlong,
+                   end=cython.longlong, b=cython.longlong, stop=cython.longlong, empty=bint)
+    cpdef remove_run(self, long long key, Py_ssize_t length, Py_ssize_t position)
     @cython.locals(i=Py_ssize_t)
     cpdef long long mask(self, long long key) noexcept
     cpdef object get(self, long long key)

@@ -258,6 +258,38 @@ class BlockIndex:
                 return
         self._erase_at(i)
 
+    def remove_run(self, key: int, length: int, position: int) -> None:
+        """Replica ``position`` no longer holds the blocks of keys ``key`` .. ``key +
+        length - 1`` (it did): one probe per bucket."""
+        if not self.narrow:
+            for k in range(key, key + length):
+                self.remove(k, position)
+            return
+        bit = 1
+        bit <<= position
+        k = key
+        end = key + length
+        while k < end:
+            b = k >> 3
+            i = self._at(b)
+            stop = (b + 1) << 3  # the bucket's end
+            if stop > end:
+                stop = end
+            while k < stop:
+                f = _B * i + 1 + (k & 7)
+                rest = self.table[f] & ~bit
+                self.table[f] = rest
+                if not rest:
+                    self.held -= 1
+                k += 1
+            empty = True
+            for f in range(_B * i + 1, _B * i + _B):
+                if self.table[f]:
+                    empty = False
+                    break
+            if empty:
+                self._erase_at(i)
+
     def mask(self, key: int) -> int:
         """The int64 bitmask of the replicas holding ``key``'s block (0: none), of a pool
         of up to 63 replicas."""

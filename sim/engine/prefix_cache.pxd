@@ -31,8 +31,10 @@ cdef class PrefixCache:
     @cython.locals(s=Py_ssize_t, length=Py_ssize_t, nhost=Py_ssize_t, nssd=Py_ssize_t, hbm=Py_ssize_t,
                    top_hbm=Py_ssize_t, top_host=Py_ssize_t, top_ssd=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
     cdef Py_ssize_t _split(self, Py_ssize_t r, Py_ssize_t e) except -1
-    @cython.locals(length=Py_ssize_t, key=cython.longlong, p=Py_ssize_t)
+    @cython.locals(length=Py_ssize_t, key=cython.longlong)
     cdef _drop_last(self, Py_ssize_t r, Py_ssize_t t)
+    @cython.locals(p=Py_ssize_t)
+    cdef _free_run(self, Py_ssize_t r)
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
     @cython.locals(n=Py_ssize_t, r=Py_ssize_t, j=Py_ssize_t, key=cython.longlong)
@@ -49,9 +51,10 @@ cdef class PrefixCache:
     @cython.locals(r=Py_ssize_t, src=Py_ssize_t, t=Py_ssize_t, cap=cython.longlong, low=Py_ssize_t,
                    key=cython.longlong, put=Py_ssize_t)
     cdef _demote(self)
-    cdef _evict_oldest(self)
+    @cython.locals(r=Py_ssize_t, length=Py_ssize_t, m=Py_ssize_t)
+    cdef _evict(self, Py_ssize_t k)
     @cython.locals(r=Py_ssize_t, j=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, m=Py_ssize_t, cap=Py_ssize_t,
-                   key=cython.longlong)
+                   key=cython.longlong, over=Py_ssize_t)
     cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
     @cython.locals(r=Py_ssize_t, length=Py_ssize_t)
     cpdef release(self, Py_ssize_t last, Py_ssize_t held)

@@ -317,14 +317,17 @@ class PrefixCache:
         self.st[_W * r + _LEN] = length
         if self.holders is not None:
             self.holders.remove(key, self.position)
-        if length:
-            return
+        if not length:
+            self._free_run(r)
+
+    def _free_run(self, r: int) -> None:
+        """Run ``r``, in the list and now without blocks, leaves the replica."""
         self._unlink(r)
         p = self.st[_W * r + _UP]
         if p >= 0 and self.st[_W * p + _DOWN] == r:
             self.st[_W * p + _DOWN] = -1
         else:
-            self.heads.erase(key)
+            self.heads.erase(self.skey[r])
         if p >= 0:
             self.st[_W * p + _KIDS] -= 1
         self.st[_W * r + _NEXT] = self.free
@@ -506,10 +509,33 @@ class PrefixCache:
             self._count(_DROPPED)
         self._drop_last(r, src)
 
-    def _evict_oldest(self) -> None:
-        """Evict the least recently used evictable HBM block (demoted: :meth:`_demote`)."""
-        self.evictable -= 1
-        self._demote()
+    def _evict(self, k: int) -> None:
+        """Evict the ``k`` least recently used evictable HBM blocks, one at a time through
+        :meth:`_demote`; without lower tiers or a shared store, where each is dropped, a
+        run's share at a time (the same blocks in the same order: its deepest first)."""
+        if self.tier_cap[_HOST] or self.tier_cap[_SSD] or self.shared is not None:
+            while k > 0:
+                self.evictable -= 1
+                self._demote()
+                k -= 1
+            return
+        while k > 0:
+            r = self.first[0]  # the list's first run (all its blocks in HBM)
+            length = self.st[_W * r + _LEN]
+            m = k if k < length else length
+            if self.st[_W * r + _KIDS]:
+                raise RuntimeError(f"prefix cache: block {self.skey[r] + length - 1} dropped before its children "
+                                   "(class docstring)")
+            length -= m
+            self.st[_W * r + _LEN] = length
+            self.evictable -= m
+            self.traffic[_DROPPED] += m
+            self.moves += m
+            if self.holders is not None:
+                self.holders.remove_run(self.skey[r] + length, m, self.position)
+            if not length:
+                self._free_run(r)
+            k -= m
 
     def commit(self, keys: tuple, last: int, hit: int, usable: int) -> int:
         """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
@@ -547,8 +573,9 @@ class PrefixCache:
             n += m
         cap = self.cap
         if cap >= 0:
-            while self.evictable and self.n_refd + self.evictable > cap:
-                self._evict_oldest()
+            over = self.n_refd + self.evictable - cap
+            if over > 0 and self.evictable:
+                self._evict(over if over < self.evictable else self.evictable)
         return r
 
     def release(self, last: int, held: int) -> None:
@@ -570,8 +597,8 @@ class PrefixCache:
         """Evict least recently used blocks until the evictable ones fit in
         ``free_pages`` paging blocks (the HBM the running sequences leave)."""
         keep = (free_pages if free_pages > 0 else 0) // self.pages_per_block
-        while self.evictable > keep:
-            self._evict_oldest()
+        if self.evictable > keep:
+            self._evict(self.evictable - keep)
 
     @property
     def blocks(self) -> int:

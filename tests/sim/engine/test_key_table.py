@@ -73,7 +73,7 @@ def test_block_index_holds_the_replicas_of_each_key(replicas, data):
 @settings(max_examples=60)
 @given(replicas=st.integers(1, 70), data=st.data())
 def test_block_index_runs_across_buckets_growth_and_deletion(replicas, data):
-    """Runs of consecutive keys (add_run) and single removals over thousands of keys in
+    """Runs of consecutive keys (add_run, remove_run) and single removals over thousands of keys in
     scattered places (so buckets collide, the table grows several times and deletions
     shift probe runs back), against a dict of sets; after every removal of a replica's
     last key of a bucket the bucket may go, and every key must stay found."""
@@ -88,12 +88,21 @@ def test_block_index_runs_across_buckets_growth_and_deletion(replicas, data):
                 index.add_run(start, length, pos)
                 for k in fresh:
                     held.setdefault(k, set()).add(pos)
-        else:
+        elif data.draw(st.booleans()):
             for key in data.draw(st.lists(st.sampled_from(sorted(held)), max_size=60, unique=True)):
                 if held[key]:
                     p = min(held[key])
                     index.remove(key, p)
                     held[key].discard(p)
+        else:  # remove_run: the longest stretch from a held key that one replica holds
+            start = data.draw(st.sampled_from(sorted(held)))
+            if held[start]:
+                p, most, length = min(held[start]), data.draw(st.integers(1, 90)), 0
+                while length < most and p in held.get(start + length, set()):
+                    length += 1
+                index.remove_run(start, length, p)
+                for k in range(start, start + length):
+                    held[k].discard(p)
     for key, reps in held.items():
         assert index.get(key) == sum(2**p for p in reps)
         assert index.get(key + 1) == sum(2**p for p in held.get(key + 1, ()))
