@@ -56,6 +56,7 @@ from sim.engine.core import simulate  # noqa: E402
 from sim.engine.demand import generate_demand  # noqa: E402
 from sim.loader import resolve_paths  # noqa: E402
 from sim.scenario import parse_scenario  # noqa: E402
+from traffic.prefix import MOONCAKE_BLOCK_TOKENS  # noqa: E402
 from traffic.sessions import SessionParams, generate_sessions  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "mooncake-prefix.yaml"
@@ -120,9 +121,9 @@ def run_scale(scale: float, repeats: int, trace: Path | None = None) -> None:
 
 
 def prompt_blocks(prompt_tokens) -> int:
-    """The requests' prompt blocks of 512 tokens, a last partial block counted (the
-    ``hash_ids`` a Mooncake-format row carries: ceil(input_length / 512))."""
-    return int(sum(-(-int(p) // 512) for p in prompt_tokens))
+    """The requests' prompt blocks of MOONCAKE_BLOCK_TOKENS (512) tokens, a last partial
+    block counted (the ``hash_ids`` a Mooncake-format row carries: ceil(input_length / 512))."""
+    return int(sum(-(-int(p) // MOONCAKE_BLOCK_TOKENS) for p in prompt_tokens))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ cdef Py_ssize_t _NARROW, _B
 
 @cython.final
 cdef class KeyTable:
-    cdef public Py_ssize_t tmask, tshift, tused
+    cdef public Py_ssize_t tmask, tshift, tused, width
     cdef long long[::1] table
+    cdef _free(self, Py_ssize_t entries)
     cpdef Py_ssize_t _home(self, long long key) noexcept  # cpdef: tests read the layout
     @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
     cdef inline Py_ssize_t _at(self, long long key) noexcept
@@ -19,27 +20,19 @@ cdef class KeyTable:
     @cython.locals(i=Py_ssize_t)
     cpdef put(self, long long key, long long value)
     cpdef erase(self, long long key)
-    @cython.locals(mask=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong)
+    @cython.locals(mask=Py_ssize_t, w=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong, f=Py_ssize_t)
     cdef void _erase_at(self, Py_ssize_t i) noexcept
-    @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t)
-    cdef _rehash(self, Py_ssize_t buckets)
+    @cython.locals(old='long long[::1]', n=Py_ssize_t, w=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, k=cython.longlong,
+                   f=Py_ssize_t)
+    cdef _rehash(self, Py_ssize_t entries)
 
 
 @cython.final
 cdef class BlockIndex:
     cdef public bint narrow
     cdef public dict wide
-    cdef public Py_ssize_t tmask, tshift, tused, held
-    cdef long long[::1] table
-    cdef inline Py_ssize_t _home(self, long long b) noexcept
-    @cython.locals(mask=Py_ssize_t, i=Py_ssize_t, k=cython.longlong)
-    cdef inline Py_ssize_t _at(self, long long b) noexcept
-    @cython.locals(i=Py_ssize_t)
-    cdef Py_ssize_t _entry(self, long long b) except -1
-    @cython.locals(mask=Py_ssize_t, j=Py_ssize_t, h=Py_ssize_t, k=cython.longlong, f=Py_ssize_t)
-    cdef void _erase_at(self, Py_ssize_t i) noexcept
-    @cython.locals(old='long long[::1]', n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, b=cython.longlong, f=Py_ssize_t)
-    cdef _rehash(self, Py_ssize_t buckets)
+    cdef public KeyTable buckets
+    cdef public Py_ssize_t held
     cpdef add(self, long long key, Py_ssize_t position)
     @cython.locals(bit=cython.longlong, b=cython.longlong, i=Py_ssize_t, k=cython.longlong, f=Py_ssize_t, j=Py_ssize_t)
     cpdef add_run(self, long long key, Py_ssize_t length, Py_ssize_t position)

@@ -19,19 +19,31 @@ _ONE = 1  # a Python int (not declared in key_table.pxd): a wide mask's bit is s
 
 
 class KeyTable:
-    """A map of int64 keys (>= 0) to int64 values: an open-addressing table (``table``:
-    pairs of int64 (key, value), linear probing, at most half full; a key's first probe
-    is in the group of eight entries a multiplicative hash of its high bits picks,
-    :meth:`_home`; deletion shifts the entries behind back, so no tombstones). A lookup
-    is one to a few probes in one or two cache lines."""
+    """A map of int64 keys (>= 0) to ``width`` − 1 int64 values each: an open-addressing
+    table (``table``: entries of ``width`` int64, the key then its values; linear probing,
+    at most half full; a key's first probe is in the group of eight entries a
+    multiplicative hash of its high bits picks, :meth:`_home`; deletion shifts the
+    entries behind back, so no tombstones; a free entry is ``_EMPTY`` then zeros). A
+    lookup is one to a few probes in one or two cache lines. :meth:`get`, :meth:`put`
+    and :meth:`erase` use one value (``width`` 2: the prefix caches' heads);
+    :class:`BlockIndex` keeps eight per entry.
 
-    __slots__ = ("table", "tmask", "tshift", "tused")
+    Args:
+        width: int64 per entry, the key's included (>= 2).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("table", "tmask", "tshift", "tused", "width")
+
+    def __init__(self, width: int = 2) -> None:
+        self.width = width
         self.tused = 0
         self.tmask = 127
         self.tshift = 32 - 7
-        self.table = array("q", [_EMPTY]) * (2 * 128)
+        self.table = self._free(128)
+
+    def _free(self, entries: int) -> array:
+        """``entries`` free entries."""
+        return array("q", [_EMPTY] + [0] * (self.width - 1)) * entries
 
     def _home(self, key: int) -> int:
         """A key's first probe. Keys come in runs of consecutive integers (a request's new
@@ -53,32 +65,31 @@ class KeyTable:
         mask = self.tmask
         i = self._home(key)
         while True:  # self.table, not a local: a local typed view costs two atomic operations
-            k = self.table[2 * i]
+            k = self.table[self.width * i]
             if k == key or k == _EMPTY:
                 return i
             i = (i + 1) & mask
 
     def get(self, key: int, missing: int) -> int:
-        """The value of ``key``; ``missing`` if absent."""
+        """The (first) value of ``key``; ``missing`` if absent."""
         i = self._at(key)
-        return self.table[2 * i + 1] if self.table[2 * i] == key else missing
+        return self.table[self.width * i + 1] if self.table[self.width * i] == key else missing
 
     def _entry(self, key: int) -> int:
-        """The entry of ``key``, added with value 0 if absent."""
+        """The entry of ``key``, added with its values 0 if absent."""
         i = self._at(key)
-        if self.table[2 * i] == _EMPTY:
+        if self.table[self.width * i] == _EMPTY:
             if 2 * (self.tused + 1) > self.tmask + 1:
                 self._rehash(2 * (self.tmask + 1))
                 i = self._at(key)
-            self.table[2 * i] = key
-            self.table[2 * i + 1] = 0
+            self.table[self.width * i] = key
             self.tused += 1
         return i
 
     def put(self, key: int, value: int) -> None:
-        """Map ``key`` to ``value`` (added, or replacing its value)."""
+        """Map ``key`` to ``value`` (added, or replacing its first value)."""
         i = self._entry(key)  # first: it may rehash, replacing self.table
-        self.table[2 * i + 1] = value
+        self.table[self.width * i + 1] = value
 
     def erase(self, key: int) -> None:
         """Unmap ``key`` (present)."""
@@ -88,41 +99,41 @@ class KeyTable:
         """Free entry ``i`` (in use): the entries behind it in its probe run move back to
         keep every key reachable from its home."""
         mask = self.tmask
+        w = self.width
         j = i
         while True:
             j = (j + 1) & mask
-            k = self.table[2 * j]
+            k = self.table[w * j]
             if k == _EMPTY:
                 break
             h = self._home(k)
             if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
                 continue  # its home lies between the hole and it: it stays
-            self.table[2 * i] = k
-            self.table[2 * i + 1] = self.table[2 * j + 1]
+            for f in range(w):
+                self.table[w * i + f] = self.table[w * j + f]
             i = j
-        self.table[2 * i] = _EMPTY
+        self.table[w * i] = _EMPTY
+        for f in range(1, w):
+            self.table[w * i + f] = 0
         self.tused -= 1
 
-    def _rehash(self, buckets: int) -> None:
-        old, n = self.table, self.tmask + 1
-        self.table = array("q", [_EMPTY]) * (2 * buckets)
-        self.tmask = buckets - 1
-        self.tshift = 32 - (buckets.bit_length() - 1)
-        self.tused = 0
+    def _rehash(self, entries: int) -> None:
+        old, n, w = self.table, self.tmask + 1, self.width
+        self.table = self._free(entries)
+        self.tmask = entries - 1
+        self.tshift = 32 - (entries.bit_length() - 1)
         for i in range(n):
-            if old[2 * i] != _EMPTY:
-                self.put(old[2 * i], old[2 * i + 1])
+            k = old[w * i]
+            if k != _EMPTY:
+                j = self._at(k)
+                for f in range(w):
+                    self.table[w * j + f] = old[w * i + f]
 
     def __len__(self) -> int:
         return self.tused
 
 
-_B = 9  # an entry of BlockIndex.table: its bucket (key >> 3), then the masks of the bucket's 8 keys
-
-
-def _free_buckets(n: int) -> array:
-    """``n`` free entries of :class:`BlockIndex`'s table."""
-    return array("q", [_EMPTY, 0, 0, 0, 0, 0, 0, 0, 0]) * n
+_B = 9  # an entry of BlockIndex.buckets: its bucket (key >> 3), then the masks of the bucket's 8 keys
 
 
 class BlockIndex:
@@ -132,85 +143,22 @@ class BlockIndex:
     router. A larger pool than 63 replicas keeps Python ints in a dict (``wide``).
 
     Up to 63 replicas the masks are C int64, in buckets of eight consecutive keys: a
-    bucket's entry in ``table`` is 9 int64, its number (key >> 3) and its keys' masks (0:
-    no replica). The entries form an open-addressing table like :class:`KeyTable`'s
-    (linear probing from a multiplicative hash of the bucket number, at most half full,
-    backward-shift deletion; a free entry has the number ``_EMPTY`` and zero masks). A
-    cache's new blocks come as runs of consecutive keys (:meth:`add_run`), so a run of
-    m blocks costs one probe per bucket it touches, about m / 8 + 1, not m.
+    :class:`KeyTable` of width 9 (``buckets``) keyed by the bucket's number (key >> 3),
+    its values the eight keys' masks (0: no replica); a bucket leaves when its last mask
+    clears. A cache's new blocks come as runs of consecutive keys (:meth:`add_run`), so a
+    run of m blocks costs one probe per bucket it touches, about m / 8 + 1, not m.
 
     Args:
         replicas: the pool's replicas (>= 1).
     """
 
-    __slots__ = ("narrow", "wide", "table", "tmask", "tshift", "tused", "held")
+    __slots__ = ("narrow", "wide", "buckets", "held")
 
     def __init__(self, replicas: int) -> None:
         self.narrow = replicas <= _NARROW
         self.wide = None if self.narrow else {}
+        self.buckets = KeyTable(_B)
         self.held = 0  # keys with a replica (narrow)
-        self.tused = 0
-        self.tmask = 63
-        self.tshift = 32 - 6
-        self.table = _free_buckets(64)
-
-    def _home(self, b: int) -> int:
-        """Bucket ``b``'s first probe (Knuth's multiplicative hash, as :meth:`KeyTable._home`)."""
-        return ((b & _LOW31) * _GOLDEN & _LOW32) >> self.tshift
-
-    def _at(self, b: int) -> int:
-        """The entry of bucket ``b``, or the free entry that ends its probe run."""
-        mask = self.tmask
-        i = self._home(b)
-        while True:
-            k = self.table[_B * i]
-            if k == b or k == _EMPTY:
-                return i
-            i = (i + 1) & mask
-
-    def _entry(self, b: int) -> int:
-        """The entry of bucket ``b``, added (its masks 0) if absent."""
-        i = self._at(b)
-        if self.table[_B * i] == _EMPTY:
-            if 2 * (self.tused + 1) > self.tmask + 1:
-                self._rehash(2 * (self.tmask + 1))
-                i = self._at(b)
-            self.table[_B * i] = b
-            self.tused += 1
-        return i
-
-    def _erase_at(self, i: int) -> None:
-        """Free entry ``i`` (in use, its masks 0): the entries behind it in its probe run
-        move back to keep every bucket reachable from its home."""
-        mask = self.tmask
-        j = i
-        while True:
-            j = (j + 1) & mask
-            k = self.table[_B * j]
-            if k == _EMPTY:
-                break
-            h = self._home(k)
-            if (i <= j and i < h <= j) or (i > j and (h > i or h <= j)):
-                continue  # its home lies between the hole and it: it stays
-            for f in range(_B):
-                self.table[_B * i + f] = self.table[_B * j + f]
-            i = j
-        self.table[_B * i] = _EMPTY
-        for f in range(1, _B):
-            self.table[_B * i + f] = 0
-        self.tused -= 1
-
-    def _rehash(self, buckets: int) -> None:
-        old, n = self.table, self.tmask + 1
-        self.table = _free_buckets(buckets)
-        self.tmask = buckets - 1
-        self.tshift = 32 - (buckets.bit_length() - 1)
-        for i in range(n):
-            b = old[_B * i]
-            if b != _EMPTY:
-                j = self._at(b)
-                for f in range(_B):
-                    self.table[_B * j + f] = old[_B * i + f]
 
     def add(self, key: int, position: int) -> None:
         """Replica ``position`` holds ``key``'s block."""
@@ -229,11 +177,11 @@ class BlockIndex:
         for k in range(key, key + length):
             if k >> 3 != b:
                 b = k >> 3
-                i = self._entry(b)  # first: it may rehash, replacing self.table
+                i = self.buckets._entry(b)  # first: it may rehash, replacing its table
             f = _B * i + 1 + (k & 7)
-            if not self.table[f]:
+            if not self.buckets.table[f]:
                 self.held += 1
-            self.table[f] |= bit
+            self.buckets.table[f] |= bit
 
     def remove(self, key: int, position: int) -> None:
         """Replica ``position`` no longer holds ``key``'s block (it did)."""
@@ -246,17 +194,17 @@ class BlockIndex:
             return
         bit = 1
         bit <<= position
-        i = self._at(key >> 3)
+        i = self.buckets._at(key >> 3)
         f = _B * i + 1 + (key & 7)
-        rest = self.table[f] & ~bit
-        self.table[f] = rest
+        rest = self.buckets.table[f] & ~bit
+        self.buckets.table[f] = rest
         if rest:
             return
         self.held -= 1
         for f in range(_B * i + 1, _B * i + _B):
-            if self.table[f]:
+            if self.buckets.table[f]:
                 return
-        self._erase_at(i)
+        self.buckets._erase_at(i)
 
     def remove_run(self, key: int, length: int, position: int) -> None:
         """Replica ``position`` no longer holds the blocks of keys ``key`` .. ``key +
@@ -271,30 +219,30 @@ class BlockIndex:
         end = key + length
         while k < end:
             b = k >> 3
-            i = self._at(b)
+            i = self.buckets._at(b)
             stop = (b + 1) << 3  # the bucket's end
             if stop > end:
                 stop = end
             while k < stop:
                 f = _B * i + 1 + (k & 7)
-                rest = self.table[f] & ~bit
-                self.table[f] = rest
+                rest = self.buckets.table[f] & ~bit
+                self.buckets.table[f] = rest
                 if not rest:
                     self.held -= 1
                 k += 1
             empty = True
             for f in range(_B * i + 1, _B * i + _B):
-                if self.table[f]:
+                if self.buckets.table[f]:
                     empty = False
                     break
             if empty:
-                self._erase_at(i)
+                self.buckets._erase_at(i)
 
     def mask(self, key: int) -> int:
         """The int64 bitmask of the replicas holding ``key``'s block (0: none), of a pool
         of up to 63 replicas."""
-        i = self._at(key >> 3)
-        return self.table[_B * i + 1 + (key & 7)] if self.table[_B * i] == key >> 3 else 0
+        i = self.buckets._at(key >> 3)
+        return self.buckets.table[_B * i + 1 + (key & 7)] if self.buckets.table[_B * i] == key >> 3 else 0
 
     def get(self, key: int):
         """The bitmask (a Python int) of the replicas holding ``key``'s block; 0: none."""

@@ -14,6 +14,7 @@ cdef class PrefixCache:
     cdef public KeyTable heads
     cdef public BlockIndex holders
     cdef public Py_ssize_t last
+    cdef Py_ssize_t at_run, at_len
     cdef public long long moves
     cdef long long[::1] skey, tier_cap, count, first, moved, traffic
     cdef int[::1] st
@@ -26,6 +27,8 @@ cdef class PrefixCache:
     cdef inline void _push_back(self, Py_ssize_t r) noexcept
     @cython.locals(d=Py_ssize_t)
     cdef Py_ssize_t _child(self, Py_ssize_t p, long long key) noexcept
+    @cython.locals(r=Py_ssize_t)
+    cdef Py_ssize_t _alloc(self) except -1
     @cython.locals(r=Py_ssize_t, j=Py_ssize_t)
     cdef Py_ssize_t _new_run(self, long long key, Py_ssize_t length, Py_ssize_t p) except -1
     @cython.locals(s=Py_ssize_t, length=Py_ssize_t, nhost=Py_ssize_t, nssd=Py_ssize_t, hbm=Py_ssize_t,
@@ -37,13 +40,14 @@ cdef class PrefixCache:
     cdef _free_run(self, Py_ssize_t r)
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
-    @cython.locals(n=Py_ssize_t, r=Py_ssize_t, j=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
+    @cython.locals(start=Py_ssize_t, j=Py_ssize_t, c=Py_ssize_t, key=cython.longlong)
+    cdef Py_ssize_t _walk(self, tuple keys, Py_ssize_t n, Py_ssize_t usable, Py_ssize_t r, bint take,
+                          bint count_moved) except -1
     @cython.locals(nhost=Py_ssize_t, nssd=Py_ssize_t, length=Py_ssize_t)
     cdef inline void _take(self, Py_ssize_t r, bint count_moved, bint linked) noexcept
     cdef Py_ssize_t _hold(self, Py_ssize_t r, Py_ssize_t j, bint count_moved) except -1
-    @cython.locals(n=Py_ssize_t, r=Py_ssize_t, j=Py_ssize_t, c=Py_ssize_t, t=Py_ssize_t, fresh=Py_ssize_t,
-                   key=cython.longlong)
+    @cython.locals(n=Py_ssize_t, r=Py_ssize_t, t=Py_ssize_t, fresh=Py_ssize_t, key=cython.longlong)
     cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     cpdef long long traffic_blocks(self, Py_ssize_t i)
@@ -53,8 +57,7 @@ cdef class PrefixCache:
     cdef _demote(self)
     @cython.locals(r=Py_ssize_t, length=Py_ssize_t, m=Py_ssize_t)
     cdef _evict(self, Py_ssize_t k)
-    @cython.locals(r=Py_ssize_t, j=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, m=Py_ssize_t, cap=Py_ssize_t,
-                   key=cython.longlong, over=Py_ssize_t)
+    @cython.locals(r=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, cap=Py_ssize_t, key=cython.longlong, over=Py_ssize_t)
     cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
     @cython.locals(r=Py_ssize_t, length=Py_ssize_t)
     cpdef release(self, Py_ssize_t last, Py_ssize_t held)

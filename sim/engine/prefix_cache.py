@@ -129,7 +129,8 @@ class PrefixCache:
 
     __slots__ = ("block_tokens", "pages_per_block", "capacity_blocks", "cap", "heads", "skey",
                  "st", "tier_cap", "count", "first", "moved", "traffic", "n_refd", "evictable", "free",
-                 "size", "used", "moves", "holders", "position", "shared", "last", "st_buf", "skey_buf")
+                 "size", "used", "moves", "holders", "position", "shared", "last", "st_buf", "skey_buf",
+                 "at_run", "at_len")
 
     def __init__(self, block_tokens: int, pages_per_block: int, capacity_blocks: int | None,
                  host_blocks: int = 0, ssd_blocks: int = 0, shared=None) -> None:
@@ -147,6 +148,7 @@ class PrefixCache:
         self.n_refd = 0  # referenced (HBM) blocks
         self.evictable = 0  # unreferenced HBM blocks
         self.last = -1  # the slot of the last run the last acquire referenced (-1: none)
+        self.at_run = self.at_len = 0  # where the last _walk stopped
         self.free = -1  # first free slot (-1: none)
         self.size = 0  # slots allocated
         self.used = 1  # slots ever used (the sentinel first): those above are fresh
@@ -222,17 +224,23 @@ class PrefixCache:
                 return -1  # no child held (always so for a run just added)
         return self.heads.get(key, -1)  # a root, or a branch
 
-    def _new_run(self, key: int, length: int, p: int) -> int:
-        """A slot for the run of ``length`` blocks from ``key`` (none held), referenced
-        once in HBM, the child of run ``p`` (-1: a chain's first run)."""
+    def _alloc(self) -> int:
+        """A free slot: the free list's first, else the next never used (the arrays grown
+        when full); the caller sets its fields."""
         r = self.free
         if r >= 0:
             self.free = self.st[_W * r + _NEXT]
-        else:  # a slot never used
-            if self.used == self.size:
-                self._grow()
-            r = self.used
-            self.used += 1
+            return r
+        if self.used == self.size:
+            self._grow()
+        r = self.used
+        self.used += 1
+        return r
+
+    def _new_run(self, key: int, length: int, p: int) -> int:
+        """A slot for the run of ``length`` blocks from ``key`` (none held), referenced
+        once in HBM, the child of run ``p`` (-1: a chain's first run)."""
+        r = self._alloc()
         self.st[_W * r + _REF] = 1
         self.st[_W * r + _UP] = p
         self.st[_W * r + _DOWN] = -1
@@ -260,14 +268,7 @@ class PrefixCache:
         chain child (its slot, its children, its place in the LRU list). The new run has
         ``r``'s references; unreferenced, its blocks are the most recent of ``r``'s (HBM
         first, then host DRAM, then SSD), and it is not in the list: the caller takes it."""
-        s = self.free
-        if s >= 0:
-            self.free = self.st[_W * s + _NEXT]
-        else:
-            if self.used == self.size:
-                self._grow()
-            s = self.used
-            self.used += 1
+        s = self._alloc()
         length = self.st[_W * r + _LEN]
         nhost = self.st[_W * r + _NHOST]
         nssd = self.st[_W * r + _NSSD]
@@ -347,9 +348,17 @@ class PrefixCache:
         """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
         the first ``start`` known to be (walked all the same: a run is found through its
         parent)."""
-        n = 0
-        r = -1
-        j = 0  # blocks of run r matched
+        return self._walk(keys, 0, usable, -1, False, False)
+
+    def _walk(self, keys: tuple, n: int, usable: int, r: int, take: bool, count_moved: bool) -> int:
+        """Follow ``keys[n:usable]`` down from the end of run ``r`` (-1: from the chains'
+        first blocks) while they are held: a key inside a run is its first key plus its
+        place, a run's end leads to its children (:meth:`_child`). Returns the index of
+        the first key not held (``usable`` if all are); the place reached is left in
+        ``at_run`` (its run, -1 if none) and ``at_len`` (its blocks passed). With ``take``,
+        each run passed wholly, other than ``r``, is referenced (:meth:`_take`)."""
+        start = r
+        j = self.st[_W * r + _LEN] if r >= 0 else 0  # blocks of run r passed
         while n < usable:
             key = keys[n]
             if r >= 0 and j < self.st[_W * r + _LEN]:
@@ -357,11 +366,16 @@ class PrefixCache:
                     break
                 j += 1
             else:
-                r = self._child(r, key)
-                if r < 0:
+                c = self._child(r, key)
+                if c < 0:
                     break
+                if take and r != start:
+                    self._take(r, count_moved, True)  # wholly passed
+                r = c
                 j = 1
             n += 1
+        self.at_run = r
+        self.at_len = j
         return n
 
     def _take(self, r: int, count_moved: bool, linked: bool) -> None:
@@ -407,26 +421,10 @@ class PrefixCache:
         in HBM (``moved[SHARED]``)."""
         for t in range(1, _MOVED):
             self.moved[t] = 0
-        n = 0
-        r = -1
-        j = 0  # blocks of run r matched
-        while n < usable:
-            key = keys[n]
-            if r >= 0 and j < self.st[_W * r + _LEN]:
-                if self.skey[r] + j != key:
-                    break
-                j += 1
-            else:
-                c = self._child(r, key)
-                if c < 0:
-                    break
-                if r >= 0:
-                    self._take(r, True, True)  # wholly hit
-                r = c
-                j = 1
-            n += 1
+        n = self._walk(keys, 0, usable, -1, True, True)
+        r = self.at_run
         if r >= 0:
-            r = self._hold(r, j, True)
+            r = self._hold(r, self.at_len, True)
         shared = self.shared
         if shared is not None:
             fresh = -1  # the run the store's blocks join (made here, no child yet)
@@ -544,26 +542,10 @@ class PrefixCache:
         with block ``hit - 1`` (-1 if ``hit`` is 0); then evict down to the capacity.
         Returns the slot of its run ending with block ``usable - 1`` (``last`` if none
         joined)."""
-        r = last
-        j = self.st[_W * r + _LEN] if r >= 0 else 0
-        n = hit
-        while n < usable:
-            key = keys[n]
-            if r >= 0 and j < self.st[_W * r + _LEN]:
-                if self.skey[r] + j != key:
-                    break
-                j += 1
-            else:
-                c = self._child(r, key)
-                if c < 0:
-                    break
-                if r != last:
-                    self._take(r, False, True)
-                r = c
-                j = 1
-            n += 1
+        n = self._walk(keys, hit, usable, last, True, False)
+        r = self.at_run
         if r != last:
-            r = self._hold(r, j, False)
+            r = self._hold(r, self.at_len, False)
         while n < usable:  # new blocks, a run per stretch of consecutive keys
             key = keys[n]
             m = 1

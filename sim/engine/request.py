@@ -136,7 +136,7 @@ class Request:
         self.ssd_cached_tokens = 0  # of the first prefill's cached tokens, those that came from the SSD tier
         self.cache_shared = 0  # of the blocks hit at the current admission, those copied from the pool's shared store
         self.shared_cached_tokens = 0  # of the first prefill's cached tokens, those from the pool's shared store
-        self.cache_last = -1  # while admitted with a prefix cache: the slot of its last block held there (PrefixCache.acquire)
+        self.cache_last = -1  # while admitted with a prefix cache: the slot of the run ending with its last block held there (PrefixCache.acquire)
 
     def __repr__(self) -> str:
         return f"Request(id={self.id}, workload={self.workload}, arrival_at_s={self.arrival_at_s}, status={self.status})"
