@@ -55,9 +55,14 @@ cdef class PrefixCache:
     @cython.locals(r=Py_ssize_t, src=Py_ssize_t, t=Py_ssize_t, cap=cython.longlong, low=Py_ssize_t,
                    key=cython.longlong, put=Py_ssize_t)
     cdef _demote(self)
-    @cython.locals(r=Py_ssize_t, length=Py_ssize_t, m=Py_ssize_t)
+    @cython.locals(r=Py_ssize_t, hbm=Py_ssize_t, m=Py_ssize_t, t=Py_ssize_t)
     cdef _evict(self, Py_ssize_t k)
-    @cython.locals(r=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, cap=Py_ssize_t, key=cython.longlong, over=Py_ssize_t)
+    @cython.locals(low=Py_ssize_t, over=cython.longlong, u=Py_ssize_t, s=Py_ssize_t, n=cython.longlong)
+    cdef _lower(self, Py_ssize_t r, Py_ssize_t src, Py_ssize_t t, Py_ssize_t m)
+    @cython.locals(length=Py_ssize_t)
+    cdef _drop(self, Py_ssize_t r, Py_ssize_t t, Py_ssize_t m)
+    @cython.locals(r=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, cap=Py_ssize_t, key=cython.longlong, nxt=cython.longlong,
+                   over=Py_ssize_t)
     cpdef Py_ssize_t commit(self, tuple keys, Py_ssize_t last, Py_ssize_t hit, Py_ssize_t usable) except? -2
     @cython.locals(r=Py_ssize_t, length=Py_ssize_t)
     cpdef release(self, Py_ssize_t last, Py_ssize_t held)

@@ -508,32 +508,85 @@ class PrefixCache:
         self._drop_last(r, src)
 
     def _evict(self, k: int) -> None:
-        """Evict the ``k`` least recently used evictable HBM blocks, one at a time through
-        :meth:`_demote`; without lower tiers or a shared store, where each is dropped, a
-        run's share at a time (the same blocks in the same order: its deepest first)."""
-        if self.tier_cap[_HOST] or self.tier_cap[_SSD] or self.shared is not None:
+        """Evict the ``k`` least recently used evictable HBM blocks: with a shared store one
+        at a time through :meth:`_demote` (the store's own LRU order is per block); without,
+        a run's share at a time (:meth:`_lower`, :meth:`_drop`), the same blocks in the
+        same order, deepest first, and the same moves between tiers: each tier's blocks
+        are a stretch of the list (class docstring), so the blocks that leave HBM, and
+        those that then leave each tier over its capacity, are the same whether they
+        move one at a time or a run's share at a time."""
+        if self.shared is not None:
             while k > 0:
                 self.evictable -= 1
                 self._demote()
                 k -= 1
             return
+        t = _HOST if self.tier_cap[_HOST] else _SSD if self.tier_cap[_SSD] else _TIERS
         while k > 0:
-            r = self.first[0]  # the list's first run (all its blocks in HBM)
-            length = self.st[_W * r + _LEN]
-            m = k if k < length else length
-            if self.st[_W * r + _KIDS]:
-                raise RuntimeError(f"prefix cache: block {self.skey[r] + length - 1} dropped before its children "
-                                   "(class docstring)")
-            length -= m
-            self.st[_W * r + _LEN] = length
+            r = self.first[0]  # the first list run with a block in HBM: its deepest HBM blocks go
+            hbm = self.st[_W * r + _LEN] - self.st[_W * r + _NHOST] - self.st[_W * r + _NSSD]
+            m = k if k < hbm else hbm
             self.evictable -= m
-            self.traffic[_DROPPED] += m
-            self.moves += m
-            if self.holders is not None:
-                self.holders.remove_run(self.skey[r] + length, m, self.position)
-            if not length:
-                self._free_run(r)
+            if t < _TIERS:
+                self._lower(r, 0, t, m)
+            else:
+                self._drop(r, 0, m)
             k -= m
+
+    def _lower(self, r: int, src: int, t: int, m: int) -> None:
+        """Move the deepest ``m`` of run ``r``'s blocks in tier ``src`` (0: HBM, counted out
+        of ``evictable`` already) to lower tier ``t`` (whose capacity is not 0), as its
+        most recent blocks; then, if ``t`` is over its capacity, its least recent blocks
+        go on to the next tier that exists, or leave the replica past the last."""
+        if src == _HOST:
+            self.st[_W * r + _NHOST] -= m
+        if t == _HOST:
+            self.st[_W * r + _NHOST] += m
+        else:
+            self.st[_W * r + _NSSD] += m
+        low = self.st[_W * r + _LEN] - self.st[_W * r + _NSSD]  # its blocks in host DRAM or HBM
+        if self.first[0] == r and low == self.st[_W * r + _NHOST]:
+            self.first[0] = self.st[_W * r + _NEXT]
+        if self.first[1] == r and not low:
+            self.first[1] = self.st[_W * r + _NEXT]
+        self.count[t] += m
+        self.traffic[t - 1] += m
+        self.moves += m
+        over = self.count[t] - self.tier_cap[t]
+        u = _SSD if t == _HOST and self.tier_cap[_SSD] else _TIERS  # where the tier's overflow goes
+        while over > 0:
+            # the tier's least recent blocks: the deepest of the first run with one in it
+            # (host DRAM: the first in host DRAM or HBM; SSD: the list's first run)
+            s = self.first[1] if t == _HOST else self.st[_NEXT]
+            n = self.st[_W * s + _NHOST] if t == _HOST else self.st[_W * s + _NSSD]
+            if n > over:
+                n = over
+            self.count[t] -= n
+            over -= n
+            if u < _TIERS:
+                self._lower(s, t, u, n)
+            else:
+                self._drop(s, t, n)
+
+    def _drop(self, r: int, t: int, m: int) -> None:
+        """The deepest ``m`` blocks of run ``r`` (the list's first), in tier ``t`` (counted
+        out of it already), leave the replica; the run goes with its last block."""
+        length = self.st[_W * r + _LEN]
+        if self.st[_W * r + _KIDS]:
+            raise RuntimeError(f"prefix cache: block {self.skey[r] + length - 1} dropped before its children "
+                               "(class docstring)")
+        if t == _SSD:
+            self.st[_W * r + _NSSD] -= m
+        elif t == _HOST:
+            self.st[_W * r + _NHOST] -= m
+        length -= m
+        self.st[_W * r + _LEN] = length
+        self.traffic[_DROPPED] += m
+        self.moves += m
+        if self.holders is not None:
+            self.holders.remove_run(self.skey[r] + length, m, self.position)
+        if not length:
+            self._free_run(r)
 
     def commit(self, keys: tuple, last: int, hit: int, usable: int) -> int:
         """The request's prefill started: its computed blocks ``keys[hit:usable]`` join the
@@ -549,7 +602,10 @@ class PrefixCache:
         while n < usable:  # new blocks, a run per stretch of consecutive keys
             key = keys[n]
             m = 1
-            while n + m < usable and keys[n + m] == key + m:
+            while n + m < usable:
+                nxt = keys[n + m]  # a C int64 when compiled: no Python comparison
+                if nxt != key + m:
+                    break
                 m += 1
             r = self._new_run(key, m, r)
             n += m

@@ -3,6 +3,7 @@ cimport cython
 from sim.engine.indexed_heap cimport IndexedHeap
 from sim.engine.prefix_cache cimport PrefixCache
 from sim.engine.key_table cimport BlockIndex
+from sim.engine.request cimport Request
 
 
 cdef class _MinIndex(IndexedHeap):
@@ -32,7 +33,7 @@ cdef class Router:
     cdef public bint central, _keyed, prefix_aware
     cdef Py_ssize_t _best, _best_score
     @cython.locals(slot=Py_ssize_t, pool=_PrefixPool, cache=PrefixCache, usable=Py_ssize_t)
-    cpdef _by_prefix(self, req, candidates)
+    cpdef _by_prefix(self, Request req, candidates)
     cdef inline void _offer(self, Py_ssize_t pos, Py_ssize_t score)
     @cython.locals(replicas=list, holders=BlockIndex, index=_MinIndex, base=Py_ssize_t, load=Py_ssize_t, least=Py_ssize_t,
                    pos=Py_ssize_t, cache=PrefixCache, seen=cython.longlong, alive=cython.longlong, star=cython.longlong,

@@ -229,7 +229,7 @@ class Router:
         not O(replicas × blocks). The walk is :meth:`_walk_narrow` on C int64 masks for a
         pool of up to 63 replicas, :meth:`_walk_wide` on Python ints above: the same
         steps."""
-        keys = getattr(req, "prefix", ())
+        keys = req.prefix
         self._best, self._best_score = -1, 0
         for slot in candidates:
             pool = self._bases[slot]

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from fleets.catalog_io import load_catalog
 from sim.engine.core import simulate
+from sim.engine.request import Request
 from sim.errors import ScenarioError
 from sim.scenario import parse_scenario
 
@@ -492,7 +493,8 @@ def test_prefix_aware_router_picks_what_a_scan_of_every_cache_picks(pools, data)
         built.append(_Pool(p, load, replicas))
     router = Router(None, "prefix_aware", built)
     keys = data.draw(chain)
-    req = type("Req", (), {"prefix": keys, "prompt_tokens": 16 * len(keys) + 1})()
+    req = Request(0, 0, 0.0, 16 * len(keys) + 1)
+    req.prefix = keys
     best, best_score = None, None
     position = 0
     for (load, _), pool in zip(pools, built):

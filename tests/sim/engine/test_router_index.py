@@ -22,7 +22,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sim.engine.core as core
-from sim.engine.request import REJECTED
+from sim.engine.request import REJECTED, Request
 from sim.engine.router import Router
 
 # prefix_aware with no prefix cache scores −load × outstanding: the least outstanding, ties to the first
@@ -96,16 +96,12 @@ class FakeRun:
         self.finished += 1
 
 
-class FakeReq:
+class FakeReq(Request):
+    """An engine request (the router types it) that says per pool whether it fits."""
+
     def __init__(self, ok: tuple[bool, ...], arrival_at_s: float) -> None:
+        super().__init__(0, 0, arrival_at_s)
         self.ok = ok  # per pool: can it hold this request?
-        self.arrival_at_s = arrival_at_s
-        self.pool = -1
-        self.cur_pool = -1
-        self.share_s = 0.0
-        self.pool_shares = ()
-        self.status = ""
-        self.reason = ""
 
 
 class FakePool:
@@ -366,7 +362,8 @@ def check_prefix_walk(data, pools) -> None:
             r._tell()
         keys = data.draw(chain)
         prompt_tokens = data.draw(st.integers(1, 16 * len(keys) + 1))
-        req = type("Req", (), {"prefix": keys, "prompt_tokens": prompt_tokens})()
+        req = Request(0, 0, 0.0, prompt_tokens)
+        req.prefix = keys
         assert router._by_prefix(req, router._all) is scan_prefix_aware(built, keys, prompt_tokens)
         cache = replicas[data.draw(st.integers(0, len(replicas) - 1))].prefix  # the request runs somewhere
         usable = cache.usable(keys, prompt_tokens)
@@ -390,7 +387,8 @@ def test_prefix_aware_prefers_an_idle_holder_past_bit_31(n, idle):
     for r in pool.replicas:
         r.outstanding = 0 if r.index == idle else 1
         r._tell()
-    req = type("Req", (), {"prefix": keys, "prompt_tokens": 16 * 3 + 1})()
+    req = Request(0, 0, 0.0, 16 * 3 + 1)
+    req.prefix = keys
     assert router._by_prefix(req, router._all) is pool.replicas[idle]
 
 
