@@ -98,11 +98,18 @@ def reset_for_retry(req) -> None:
 
 def replace(run, pool, index: int, routers: list, cls) -> object:
     """A fresh replica of ``cls`` at ``index`` of ``pool``, offline, in every router's
-    lists in place of the old one (which keeps its clock slot, never armed again)."""
+    lists in place of the old one (which keeps its clock slot, never armed again). With
+    a prefix cache kept in a block index (the ``prefix_aware`` router's), the old cache's
+    blocks leave the index and the fresh, empty cache reports at the same position."""
     old = pool.replicas[index]
     new = cls(run, pool, index)
     new.listeners = old.listeners
     new.outstanding = OFFLINE
+    cache = getattr(old, "prefix", None)
+    if cache is not None and cache.holders is not None:
+        holders = cache.holders
+        cache.leave_index()
+        new.prefix.index_into(holders, index)
     pool.replicas[index] = new  # the routers' per-pool indexes hold this same list
     for router in routers:  # its flat list: the pool's replicas start after the earlier pools'
         slot = router.pools.index(pool)

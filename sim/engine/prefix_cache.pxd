@@ -20,6 +20,8 @@ cdef class PrefixCache:
     cdef int[::1] st
     @cython.locals(r=Py_ssize_t, j=Py_ssize_t)
     cpdef index_into(self, BlockIndex holders, Py_ssize_t position)
+    @cython.locals(holders=BlockIndex, r=Py_ssize_t)
+    cpdef leave_index(self)
     cdef _grow(self)
     @cython.locals(p=int, n=int)
     cdef inline void _unlink(self, Py_ssize_t r) noexcept

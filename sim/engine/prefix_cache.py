@@ -167,6 +167,18 @@ class PrefixCache:
             if self.st[_W * r + _LEN]:
                 holders.add_run(self.skey[r], self.st[_W * r + _LEN], position)
 
+    def leave_index(self) -> None:
+        """Take this replica's blocks out of its block index and report no further change
+        to it: the cache of a failed replica, whose index position a fresh replica takes
+        (:func:`sim.engine.capacity.replace`). Nothing when it reports to none."""
+        holders = self.holders
+        if holders is None:
+            return
+        for r in range(1, self.used):
+            if self.st[_W * r + _LEN]:
+                holders.remove_run(self.skey[r], self.st[_W * r + _LEN], self.position)
+        self.holders = None
+
     # --- slots -------------------------------------------------------------------------
     def _grow(self) -> None:
         """Twice the slots (64 at first), both arrays resized in place: a realloc, which

@@ -22,6 +22,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sim.engine.core as core
+from sim.engine.capacity import replace
 from sim.engine.request import REJECTED, Request
 from sim.engine.router import Router
 
@@ -138,6 +139,8 @@ class FakeReplica:
     def _tell(self) -> None:
         for index in self.pool.watchers:
             index.changed(self.index)
+
+    _tell_watchers = _tell  # the engine replicas' name (sim.engine.capacity calls it)
 
     def submit(self, req: FakeReq) -> None:
         self.outstanding += 1
@@ -298,8 +301,17 @@ class CachePool(FakePool):
 
         super().__init__(index, n, 8)
         self.config = type("Cfg", (), {"prefix_cache": type("PC", (), {"load_tokens": load_tokens})()})()
+        self.cap, self.host = cap, host
         for r in self.replicas:
             r.prefix = PrefixCache(16, 1, cap, host)
+
+    def fresh(self, run, pool, index: int) -> FakeReplica:
+        """A replica with an empty cache (the ``cls`` of :func:`sim.engine.capacity.replace`)."""
+        from sim.engine.prefix_cache import PrefixCache
+
+        r = FakeReplica(pool, index, 8)
+        r.prefix = PrefixCache(16, 1, self.cap, self.host)
+        return r
 
 
 def scan_prefix_aware(pools: list, keys: tuple, prompt_tokens: int):
@@ -342,9 +354,10 @@ def check_prefix_walk(data, pools) -> None:
     """Pools of 1 to 130 replicas (C int64 masks up to 63, Python ints above) whose small
     caches fill, evict and demote as generated requests (chains over a few shared first
     blocks, as in the Mooncake trace) are committed to random replicas, with random loads
-    (``load_tokens`` 16: one block against one request, so ties are common): before every
-    request the router's choice through the pools' block indexes is the replica the scan
-    of every cache picks."""
+    (``load_tokens`` 16: one block against one request, so ties are common), and now and
+    then a replica fails and a fresh one with an empty cache takes its place
+    (:func:`sim.engine.capacity.replace`): before every request the router's choice
+    through the pools' block indexes is the replica the scan of every cache picks."""
     from traffic.prefix import chain_keys
 
     built = [CachePool(i, n, load, cap, host) for i, (n, load, cap, host) in enumerate(pools)]
@@ -360,6 +373,9 @@ def check_prefix_walk(data, pools) -> None:
             r = replicas[data.draw(st.integers(0, len(replicas) - 1))]
             r.outstanding = data.draw(st.integers(0, 4))
             r._tell()
+        if data.draw(st.integers(0, 7)) == 0:  # a replica fails: a fresh one, its cache empty, takes its place
+            pool = built[data.draw(st.integers(0, len(built) - 1))]
+            replace(FakeRun(), pool, data.draw(st.integers(0, len(pool.replicas) - 1)), [router], pool.fresh)
         keys = data.draw(chain)
         prompt_tokens = data.draw(st.integers(1, 16 * len(keys) + 1))
         req = Request(0, 0, 0.0, prompt_tokens)
@@ -369,6 +385,37 @@ def check_prefix_walk(data, pools) -> None:
         usable = cache.usable(keys, prompt_tokens)
         hit = cache.acquire(keys, usable)
         cache.release(cache.commit(keys, cache.last, hit, usable), usable)
+
+
+def test_a_replaced_replica_s_cache_leaves_the_block_index_and_the_fresh_one_joins():
+    """Regression (the walk-against-scan property once replicas were replaced, shrunk
+    and made into a hand case): two replicas, no price on load, so among equal hits the
+    first wins and without a hit the first replica. Both hold block 0; replica 0 fails
+    and a fresh replica with an empty cache takes its place: a request for block 0 goes
+    to replica 1, the only holder (had the old cache's block stayed in the index, the
+    fresh replica 0 would tie and win). Then replica 1 is replaced and its fresh cache
+    takes block 1: a request for block 1 goes to it (had the fresh cache not reported
+    to the index, no replica would show a hit and replica 0 would win)."""
+    pool = CachePool(0, 2, 0, 2, 0)
+    router = Router(FakeRun(), "prefix_aware", [pool])
+
+    def request(key: int) -> Request:
+        req = Request(0, 0, 0.0, 17)  # one usable block of 16 tokens
+        req.prefix = (key,)
+        return req
+
+    def cache_on(i: int, key: int) -> None:
+        cache = pool.replicas[i].prefix
+        cache.release(cache.commit((key,), cache.last, cache.acquire((key,), 1), 1), 1)
+
+    cache_on(0, 0)
+    cache_on(1, 0)
+    assert router._by_prefix(request(0), router._all) is pool.replicas[0]
+    replace(FakeRun(), pool, 0, [router], pool.fresh)
+    assert router._by_prefix(request(0), router._all) is pool.replicas[1]
+    replace(FakeRun(), pool, 1, [router], pool.fresh)
+    cache_on(1, 1)
+    assert router._by_prefix(request(1), router._all) is pool.replicas[1]
 
 
 @pytest.mark.parametrize("n, idle", [(40, 35), (63, 62), (70, 66)])
