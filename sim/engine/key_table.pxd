@@ -36,10 +36,9 @@ cdef class BlockIndex:
     cpdef add(self, long long key, Py_ssize_t position)
     @cython.locals(bit=cython.longlong, b=cython.longlong, i=Py_ssize_t, k=cython.longlong, f=Py_ssize_t, j=Py_ssize_t)
     cpdef add_run(self, long long key, Py_ssize_t length, Py_ssize_t position)
-    @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, f=Py_ssize_t, wide_rest=object)
     cpdef remove(self, long long key, Py_ssize_t position)
     @cython.locals(bit=cython.longlong, rest=cython.longlong, i=Py_ssize_t, f=Py_ssize_t, k=cython.longlong,
-                   end=cython.longlong, b=cython.longlong, stop=cython.longlong, empty=bint)
+                   end=cython.longlong, b=cython.longlong, stop=cython.longlong, empty=bint, wide_rest=object)
     cpdef remove_run(self, long long key, Py_ssize_t length, Py_ssize_t position)
     @cython.locals(i=Py_ssize_t)
     cpdef long long mask(self, long long key) noexcept

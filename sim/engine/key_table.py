@@ -185,33 +185,18 @@ class BlockIndex:
 
     def remove(self, key: int, position: int) -> None:
         """Replica ``position`` no longer holds ``key``'s block (it did)."""
-        if not self.narrow:
-            wide_rest = self.wide[key] & ~(_ONE << position)
-            if wide_rest:
-                self.wide[key] = wide_rest
-            else:
-                del self.wide[key]
-            return
-        bit = 1
-        bit <<= position
-        i = self.buckets._at(key >> 3)
-        f = _B * i + 1 + (key & 7)
-        rest = self.buckets.table[f] & ~bit
-        self.buckets.table[f] = rest
-        if rest:
-            return
-        self.held -= 1
-        for f in range(_B * i + 1, _B * i + _B):
-            if self.buckets.table[f]:
-                return
-        self.buckets._erase_at(i)
+        self.remove_run(key, 1, position)
 
     def remove_run(self, key: int, length: int, position: int) -> None:
         """Replica ``position`` no longer holds the blocks of keys ``key`` .. ``key +
         length - 1`` (it did): one probe per bucket."""
         if not self.narrow:
             for k in range(key, key + length):
-                self.remove(k, position)
+                wide_rest = self.wide[k] & ~(_ONE << position)
+                if wide_rest:
+                    self.wide[k] = wide_rest
+                else:
+                    del self.wide[k]
             return
         bit = 1
         bit <<= position

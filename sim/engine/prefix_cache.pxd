@@ -36,13 +36,11 @@ cdef class PrefixCache:
     @cython.locals(s=Py_ssize_t, length=Py_ssize_t, nhost=Py_ssize_t, nssd=Py_ssize_t, hbm=Py_ssize_t,
                    top_hbm=Py_ssize_t, top_host=Py_ssize_t, top_ssd=Py_ssize_t, p=Py_ssize_t, key=cython.longlong)
     cdef Py_ssize_t _split(self, Py_ssize_t r, Py_ssize_t e) except -1
-    @cython.locals(length=Py_ssize_t, key=cython.longlong)
-    cdef _drop_last(self, Py_ssize_t r, Py_ssize_t t)
     @cython.locals(p=Py_ssize_t)
     cdef _free_run(self, Py_ssize_t r)
     @cython.locals(n=Py_ssize_t)
     cpdef Py_ssize_t usable(self, tuple keys, Py_ssize_t prompt_tokens)
-    cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable, Py_ssize_t start=*)
+    cpdef Py_ssize_t hit_blocks(self, tuple keys, Py_ssize_t usable)
     @cython.locals(start=Py_ssize_t, j=Py_ssize_t, c=Py_ssize_t, key=cython.longlong)
     cdef Py_ssize_t _walk(self, tuple keys, Py_ssize_t n, Py_ssize_t usable, Py_ssize_t r, bint take,
                           bint count_moved) except -1
@@ -53,15 +51,12 @@ cdef class PrefixCache:
     cpdef Py_ssize_t acquire(self, tuple keys, Py_ssize_t usable)
     cpdef Py_ssize_t moved_from(self, Py_ssize_t t)
     cpdef long long traffic_blocks(self, Py_ssize_t i)
-    cdef inline void _count(self, Py_ssize_t i) noexcept
-    @cython.locals(r=Py_ssize_t, src=Py_ssize_t, t=Py_ssize_t, cap=cython.longlong, low=Py_ssize_t,
-                   key=cython.longlong, put=Py_ssize_t)
-    cdef _demote(self)
+    cdef inline void _count(self, Py_ssize_t i, Py_ssize_t m) noexcept
     @cython.locals(r=Py_ssize_t, hbm=Py_ssize_t, m=Py_ssize_t, t=Py_ssize_t)
     cdef _evict(self, Py_ssize_t k)
     @cython.locals(low=Py_ssize_t, over=cython.longlong, u=Py_ssize_t, s=Py_ssize_t, n=cython.longlong)
     cdef _lower(self, Py_ssize_t r, Py_ssize_t src, Py_ssize_t t, Py_ssize_t m)
-    @cython.locals(length=Py_ssize_t)
+    @cython.locals(length=Py_ssize_t, key=cython.longlong, put=Py_ssize_t)
     cdef _drop(self, Py_ssize_t r, Py_ssize_t t, Py_ssize_t m)
     @cython.locals(r=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, cap=Py_ssize_t, key=cython.longlong, nxt=cython.longlong,
                    over=Py_ssize_t)

@@ -316,23 +316,6 @@ class PrefixCache:
                 self.first[1] = self.st[_W * r + _NEXT]
         return s
 
-    def _drop_last(self, r: int, t: int) -> None:
-        """Run ``r``'s last block, in tier ``t`` (counted out of it already), leaves the
-        replica (the least recent block of the list); the run goes with its last block."""
-        length = self.st[_W * r + _LEN] - 1
-        key = self.skey[r] + length
-        if self.st[_W * r + _KIDS]:
-            raise RuntimeError(f"prefix cache: block {key} dropped before its children (class docstring)")
-        if t == _SSD:
-            self.st[_W * r + _NSSD] -= 1
-        elif t == _HOST:
-            self.st[_W * r + _NHOST] -= 1
-        self.st[_W * r + _LEN] = length
-        if self.holders is not None:
-            self.holders.remove(key, self.position)
-        if not length:
-            self._free_run(r)
-
     def _free_run(self, r: int) -> None:
         """Run ``r``, in the list and now without blocks, leaves the replica."""
         self._unlink(r)
@@ -356,10 +339,8 @@ class PrefixCache:
         n //= self.block_tokens
         return n if n < len(keys) else len(keys)
 
-    def hit_blocks(self, keys: tuple, usable: int, start: int = 0) -> int:
-        """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only),
-        the first ``start`` known to be (walked all the same: a run is found through its
-        parent)."""
+    def hit_blocks(self, keys: tuple, usable: int) -> int:
+        """Leading keys of ``keys[:usable]`` present in the cache, any tier (read only)."""
         return self._walk(keys, 0, usable, -1, False, False)
 
     def _walk(self, keys: tuple, n: int, usable: int, r: int, take: bool, count_moved: bool) -> int:
@@ -469,70 +450,19 @@ class PrefixCache:
         """Blocks counted so far in entry ``i`` of :data:`TRAFFIC`."""
         return self.traffic[i]
 
-    def _count(self, i: int) -> None:
-        """One block moved, counted in entry ``i`` of :data:`TRAFFIC` (and in ``moves``)."""
-        self.traffic[i] += 1
-        self.moves += 1
-
-    def _demote(self) -> None:
-        """The least recent evictable HBM block (left ``evictable``: the last of run
-        ``first[0]``'s HBM blocks) goes to the first lower tier that exists, as its most
-        recent block (a count: it keeps its place in the list); a tier over its capacity
-        passes its least recent block on the same way; past the last tier a block is
-        dropped (put in the pool's shared store when there is one). Each move is counted
-        in ``traffic``."""
-        r = self.first[0]
-        src = 0  # the tier of the block moving
-        t = _HOST
-        while t < _TIERS:
-            cap = self.tier_cap[t]
-            if cap > 0:
-                if src == _HOST:
-                    self.st[_W * r + _NHOST] -= 1
-                if t == _HOST:
-                    self.st[_W * r + _NHOST] += 1
-                else:
-                    self.st[_W * r + _NSSD] += 1
-                low = self.st[_W * r + _LEN] - self.st[_W * r + _NSSD]  # its blocks in host DRAM or HBM
-                if self.first[0] == r and low == self.st[_W * r + _NHOST]:
-                    self.first[0] = self.st[_W * r + _NEXT]
-                if self.first[1] == r and not low:
-                    self.first[1] = self.st[_W * r + _NEXT]
-                self.count[t] += 1
-                self._count(t - 1)
-                if self.count[t] <= cap:
-                    return
-                # the tier's least recent block moves on: the deepest of the first run with
-                # one in it (host DRAM: in host DRAM or HBM; SSD: the list's first run)
-                r = self.first[1] if t == _HOST else self.st[_NEXT]
-                self.count[t] -= 1
-                src = t
-            t += 1
-        key = self.skey[r] + self.st[_W * r + _LEN] - 1
-        if self.shared is not None:
-            put = self.shared.put(key)
-            if put:
-                self._count(_SHARED - 1)
-            if put == 2:
-                self._count(_DROPPED)
-        else:
-            self._count(_DROPPED)
-        self._drop_last(r, src)
+    def _count(self, i: int, m: int) -> None:
+        """``m`` blocks moved, counted in entry ``i`` of :data:`TRAFFIC` (and in ``moves``)."""
+        self.traffic[i] += m
+        self.moves += m
 
     def _evict(self, k: int) -> None:
-        """Evict the ``k`` least recently used evictable HBM blocks: with a shared store one
-        at a time through :meth:`_demote` (the store's own LRU order is per block); without,
-        a run's share at a time (:meth:`_lower`, :meth:`_drop`), the same blocks in the
-        same order, deepest first, and the same moves between tiers: each tier's blocks
-        are a stretch of the list (class docstring), so the blocks that leave HBM, and
-        those that then leave each tier over its capacity, are the same whether they
-        move one at a time or a run's share at a time."""
-        if self.shared is not None:
-            while k > 0:
-                self.evictable -= 1
-                self._demote()
-                k -= 1
-            return
+        """Evict the ``k`` least recently used evictable HBM blocks, a run's share at a
+        time: the deepest HBM blocks of the first list runs with one go to the first lower
+        tier that exists (:meth:`_lower`), or past the last (:meth:`_drop`). Each tier's
+        blocks are a stretch of the list (class docstring), so evicting moves the tiers'
+        boundaries along it: the blocks that leave HBM, those that each tier over its
+        capacity passes on and those dropped are the same, in the same order, as if they
+        moved one at a time."""
         t = _HOST if self.tier_cap[_HOST] else _SSD if self.tier_cap[_SSD] else _TIERS
         while k > 0:
             r = self.first[0]  # the first list run with a block in HBM: its deepest HBM blocks go
@@ -548,8 +478,9 @@ class PrefixCache:
     def _lower(self, r: int, src: int, t: int, m: int) -> None:
         """Move the deepest ``m`` of run ``r``'s blocks in tier ``src`` (0: HBM, counted out
         of ``evictable`` already) to lower tier ``t`` (whose capacity is not 0), as its
-        most recent blocks; then, if ``t`` is over its capacity, its least recent blocks
-        go on to the next tier that exists, or leave the replica past the last."""
+        most recent blocks (a count: they keep their place in the list); then, if ``t`` is
+        over its capacity, its least recent blocks go on to the next tier that exists, or
+        past the last (:meth:`_drop`). Each move is counted in ``traffic``."""
         if src == _HOST:
             self.st[_W * r + _NHOST] -= m
         if t == _HOST:
@@ -562,8 +493,7 @@ class PrefixCache:
         if self.first[1] == r and not low:
             self.first[1] = self.st[_W * r + _NEXT]
         self.count[t] += m
-        self.traffic[t - 1] += m
-        self.moves += m
+        self._count(t - 1, m)
         over = self.count[t] - self.tier_cap[t]
         u = _SSD if t == _HOST and self.tier_cap[_SSD] else _TIERS  # where the tier's overflow goes
         while over > 0:
@@ -582,7 +512,10 @@ class PrefixCache:
 
     def _drop(self, r: int, t: int, m: int) -> None:
         """The deepest ``m`` blocks of run ``r`` (the list's first), in tier ``t`` (counted
-        out of it already), leave the replica; the run goes with its last block."""
+        out of it already), leave the replica, deepest first; the run goes with its last
+        block. Without a shared store they are dropped; with one each is put in it, as its
+        most recent (counted as written unless it held the block, and a block the store
+        let go for good as dropped)."""
         length = self.st[_W * r + _LEN]
         if self.st[_W * r + _KIDS]:
             raise RuntimeError(f"prefix cache: block {self.skey[r] + length - 1} dropped before its children "
@@ -593,8 +526,17 @@ class PrefixCache:
             self.st[_W * r + _NHOST] -= m
         length -= m
         self.st[_W * r + _LEN] = length
-        self.traffic[_DROPPED] += m
-        self.moves += m
+        if self.shared is None:
+            self._count(_DROPPED, m)
+        else:
+            key = self.skey[r] + length + m - 1
+            while key >= self.skey[r] + length:
+                put = self.shared.put(key)
+                if put:
+                    self._count(_SHARED - 1, 1)
+                if put == 2:
+                    self._count(_DROPPED, 1)
+                key -= 1
         if self.holders is not None:
             self.holders.remove_run(self.skey[r] + length, m, self.position)
         if not length:

@@ -265,7 +265,7 @@ class Router:
         while alive:
             if not alive & (alive - 1):  # one replica left: the rest of its run from its own cache
                 cache = replicas[_bit_index(alive)].prefix
-                n = cache.hit_blocks(keys, usable, n)
+                n = cache.hit_blocks(keys, usable)
                 ended = alive
                 after = 0
             else:
@@ -311,7 +311,7 @@ class Router:
         n = 1
         while alive:
             if not alive & (alive - 1):
-                n = replicas[alive.bit_length() - 1].prefix.hit_blocks(keys, usable, n)
+                n = replicas[alive.bit_length() - 1].prefix.hit_blocks(keys, usable)
                 ended = alive
                 after = 0
             else:
