@@ -16,8 +16,8 @@ Each ``rate_scale`` s replays the trace s times faster on s times the replicas (
 the same 12,031 requests (the trace is not repeated) and the same load per replica, but
 each replica sees 1/s of them. At 1 (the scenario as shipped) each replica's cache fills
 and evicts, as in a long run; at 8 each of the 40 caches holds every block it computed
-(~6,400, below its capacity), so the per-replica setup of a cache (its slot arrays, ~40
-bytes per block held) weighs 8 times more per request.
+(~6,400, below its capacity), so the per-replica setup of a cache (its slot arrays, 44
+bytes per run of blocks held: nine C ints and a key) weighs 8 times more per request.
 
 ``--traffic sessions`` runs the same fleets on an hour of the synthetic chat sessions of
 :mod:`traffic.sessions` (1.5 sessions/s, seed 7, defaults otherwise: about 18,500
